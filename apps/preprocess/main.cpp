@@ -1,0 +1,124 @@
+// mds-preprocess: jsonl / jsonl.zst -> Megatron indexed dataset (.bin/.idx), byte-identical to
+// Megatron-DeepSpeed's tools/preprocess_data.py; or, with --datasets, merge partial outputs.
+// docs/mds-preprocess.md describes every flag.
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>  // --json summary
+
+#include "mds/data/indexed_dataset_builder.h"  // merge_datasets
+#include "mds/data/preprocess.h"
+#include "mds/util/cli.h"
+#include "mds/util/error.h"
+#include "mds/util/tool.h"
+
+namespace {
+
+void print_summary(const mds::data::PreprocessSummary& s, bool json) {
+    if (json) {
+        nlohmann::json j = {{"lines", s.lines}, {"blank_lines", s.blank_lines}, {"bad_lines", s.bad_lines},
+                            {"input_bytes", s.input_bytes}, {"seconds", s.seconds}, {"tokenizer", s.tokenizer},
+                            {"dtype", s.dtype}, {"outputs", nlohmann::json::array()}};
+        for (const auto& k : s.keys)
+            j["outputs"].push_back({{"key", k.key}, {"prefix", k.prefix}, {"documents", k.documents},
+                                    {"empty_documents", k.empty}, {"tokens", k.tokens}});
+        std::printf("%s\n", j.dump().c_str());
+        return;
+    }
+    double mb_s = s.seconds > 0 ? static_cast<double>(s.input_bytes) / 1e6 / s.seconds : 0;
+    std::fprintf(stderr, "mds-preprocess: %llu documents, %.1f MB in %.2f s (%.1f MB/s, %.0f documents/s)\n",
+                 static_cast<unsigned long long>(s.lines), static_cast<double>(s.input_bytes) / 1e6, s.seconds, mb_s,
+                 s.seconds > 0 ? static_cast<double>(s.lines) / s.seconds : 0.0);
+    if (s.blank_lines || s.bad_lines)
+        std::fprintf(stderr, "mds-preprocess: skipped %llu blank and %llu malformed lines\n",
+                     static_cast<unsigned long long>(s.blank_lines), static_cast<unsigned long long>(s.bad_lines));
+    for (const auto& k : s.keys)
+        std::fprintf(stderr, "mds-preprocess: %s.bin/.idx: %llu documents, %llu tokens (%s), %llu empty skipped\n",
+                     k.prefix.c_str(), static_cast<unsigned long long>(k.documents),
+                     static_cast<unsigned long long>(k.tokens), s.dtype.c_str(), static_cast<unsigned long long>(k.empty));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return mds::run_tool("mds-preprocess", [&]() -> int {
+        mds::data::PreprocessOptions opt;
+        std::vector<std::string> datasets;
+        std::string tokenizer_type, dataset_impl = "mmap", progress = "auto";
+        bool quiet = false, json = false, split_sentences = false;
+        int make_vocab_divisible = 128;
+
+        CLI::App app{"Tokenize jsonl documents into a Megatron indexed dataset ({prefix}_{key}_document.bin/.idx),\n"
+                     "byte-identical to Megatron-DeepSpeed's tools/preprocess_data.py; or merge datasets (--datasets).",
+                     "mds-preprocess"};
+        app.set_version_flag("--version", "mds-preprocess 0.1.0");
+        app.option_defaults()->group("Input and output");
+        app.add_option("--input", opt.inputs, "Input .jsonl or .jsonl.zst (zstd detected by content); - reads stdin. "
+                                              "Repeat to concatenate several files in order")->type_name("FILE");
+        app.add_option("--output-prefix", opt.output_prefix, "Output prefix: writes {prefix}_{key}_document.bin/.idx")
+            ->type_name("PREFIX");
+        app.add_option("--json-keys", opt.json_keys, "Fields to tokenize, each into its own dataset")
+            ->default_str("text")->type_name("KEY...");
+        app.add_option("--datasets", datasets, "Merge mode: concatenate these dataset prefixes (e.g. the outputs of "
+                                               "several runs over chunks) into --output-prefix")->type_name("PREFIX...");
+        app.add_option("--dataset-impl", dataset_impl, "Dataset format; only mmap is written")
+            ->check(CLI::IsMember({"mmap"}))->default_str("mmap");
+        app.option_defaults()->group("Tokenizer");
+        app.add_option("--tokenizer-type", tokenizer_type, "GPT2BPETokenizer (with --vocab-file/--merge-file) or "
+                                                           "PretrainedFromHF (with --tokenizer-file); inferred when omitted")
+            ->check(CLI::IsMember({"GPT2BPETokenizer", "PretrainedFromHF"}));
+        app.add_option("--vocab-file,--vocab", opt.vocab_file, "GPT-2 vocabulary (gpt2-vocab.json)")->type_name("FILE");
+        app.add_option("--merge-file", opt.merge_file, "GPT-2 merges (gpt2-merges.txt)")->type_name("FILE");
+        app.add_option("--tokenizer-file,--tokenizer-name-or-path", opt.tokenizer_file,
+                       "Hugging Face tokenizer.json with a byte-level BPE model (BLOOM's, GPT-2's)")->type_name("FILE");
+        app.add_option("--eod-token", opt.eod_token, "End-of-document token for --append-eod (default <|endoftext|>, "
+                                                     "or </s> for tokenizer.json files that have it)")->type_name("TOKEN");
+        app.add_flag("--append-eod", opt.append_eod, "Append the end-of-document token to every non-empty document");
+        app.add_option("--make-vocab-size-divisible-by", make_vocab_divisible,
+                       "Accepted for Megatron compatibility; does not change the output")->default_str("128");
+        app.add_flag("--split-sentences", split_sentences, "Not supported (needs NLTK punkt); an error if given");
+        app.option_defaults()->group("Execution");
+        app.add_option("--workers", opt.workers, "Tokenizing threads; the output does not depend on it")
+            ->default_str("1")->check(CLI::Range(1u, 1024u));
+        app.add_flag("--skip-bad-lines", opt.skip_bad_lines, "Skip and count malformed lines (bad JSON, invalid UTF-8, "
+                                                             "missing or non-string key) instead of stopping");
+        app.add_option("--progress", progress, "Progress display: auto (bar on a terminal, lines otherwise), bar, "
+                                               "lines, off")->check(CLI::IsMember({"auto", "bar", "lines", "off"}))
+            ->default_str("auto");
+        app.add_option("--progress-interval", opt.progress_interval_s, "Seconds between plain progress lines")
+            ->default_str("30")->check(CLI::PositiveNumber);
+        mds::add_quiet_flag(app, quiet);
+        mds::add_json_flag(app, json);
+        if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
+
+        if (split_sentences)
+            throw mds::UsageError("--split-sentences is not supported: mds writes one sequence per document");
+        if (tokenizer_type == "GPT2BPETokenizer" && !opt.tokenizer_file.empty())
+            throw mds::UsageError("--tokenizer-type GPT2BPETokenizer takes --vocab-file and --merge-file, not --tokenizer-file");
+        if (tokenizer_type == "PretrainedFromHF" && opt.tokenizer_file.empty())
+            throw mds::UsageError("--tokenizer-type PretrainedFromHF needs --tokenizer-file (a tokenizer.json)");
+        if (opt.output_prefix.empty()) throw mds::UsageError("--output-prefix is required");
+        opt.progress = progress == "bar"   ? mds::Progress::Mode::Bar
+                       : progress == "lines" ? mds::Progress::Mode::Lines
+                       : progress == "off"   ? mds::Progress::Mode::Off
+                                             : mds::Progress::Mode::Auto;
+        if (quiet) opt.progress = mds::Progress::Mode::Off;
+
+        if (!datasets.empty()) {
+            if (!opt.inputs.empty()) throw mds::UsageError("--datasets (merge) and --input cannot be used together");
+            mds::data::merge_datasets(datasets, opt.output_prefix);
+            if (!quiet)
+                mds::print_info("merged " + std::to_string(datasets.size()) + " datasets into " + opt.output_prefix +
+                                ".bin/.idx");
+            return mds::kExitOk;
+        }
+        auto summary = mds::data::preprocess(opt);
+        if (json)
+            print_summary(summary, true);
+        else if (!quiet)
+            print_summary(summary, false);
+        return mds::kExitOk;
+    });
+}

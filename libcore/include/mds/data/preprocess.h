@@ -1,0 +1,55 @@
+// jsonl -> Megatron indexed dataset, as Megatron-DeepSpeed's tools/preprocess_data.py does it
+// (specs/data.md §2): for each --json-keys field, tokenize each line's text, skip documents with no
+// tokens, optionally append EOD, and write {prefix}_{key}_document.bin/.idx. Work is split over
+// threads in batches of lines and written back in input order, so output never depends on the
+// number of workers; memory stays bounded by the batches in flight.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mds/util/progress.h"
+
+namespace mds::data {
+
+struct PreprocessOptions {
+    std::vector<std::string> inputs;          // --input (repeatable: concatenated in order); "-" = stdin
+    std::string output_prefix;                // --output-prefix
+    std::vector<std::string> json_keys{"text"};  // --json-keys
+    bool append_eod = false;                  // --append-eod
+    unsigned workers = 1;                     // --workers (threads that tokenize)
+    std::string vocab_file, merge_file;       // --vocab-file / --merge-file (GPT-2 BPE)
+    std::string tokenizer_file;               // --tokenizer-file (Hugging Face tokenizer.json)
+    std::string eod_token;                    // --eod-token (override the end-of-document token)
+    bool skip_bad_lines = false;              // --skip-bad-lines: count malformed lines instead of failing
+    std::size_t batch_bytes = std::size_t{1} << 20;  // lines per work item, in bytes
+    Progress::Mode progress = Progress::Mode::Auto;
+    double progress_interval_s = 30.0;        // plain progress lines when not on a terminal
+};
+
+struct PreprocessKeySummary {
+    std::string key;
+    std::string prefix;            // {output_prefix}_{key}_document
+    std::uint64_t documents = 0;   // written (non-empty)
+    std::uint64_t empty = 0;       // skipped: no tokens
+    std::uint64_t tokens = 0;      // including EOD
+};
+
+struct PreprocessSummary {
+    std::uint64_t lines = 0;           // JSON lines parsed
+    std::uint64_t blank_lines = 0;     // whitespace-only lines, skipped
+    std::uint64_t bad_lines = 0;       // malformed, skipped with --skip-bad-lines
+    std::uint64_t input_bytes = 0;     // decompressed
+    double seconds = 0;
+    std::string tokenizer;             // description
+    std::string dtype;
+    std::vector<PreprocessKeySummary> keys;
+};
+
+PreprocessSummary preprocess(const PreprocessOptions& options);
+
+// Megatron's output prefix of one key: {output_prefix}_{key}_document.
+std::string document_prefix(const std::string& output_prefix, const std::string& key);
+
+}  // namespace mds::data

@@ -1,0 +1,50 @@
+// One JSON object per line (jsonl), parsed with the acceptance rules of Python's json.loads, which
+// Megatron's preprocess_data.py uses (specs/data.md §2.2): strict strings (no raw control
+// characters), `\/` and `\uXXXX` escapes with surrogate pairs combined, NaN/Infinity accepted,
+// duplicate keys resolved to the last. Where Python would go on and crash later (a lone surrogate
+// that cannot be encoded to UTF-8, invalid UTF-8 in the file) this parser reports an error.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mds/util/error.h"
+
+namespace mds {
+
+// A malformed line; `offset` is the byte offset in the line (0-based) where parsing stopped.
+class JsonError : public Error {
+public:
+    JsonError(std::size_t offset, const std::string& reason)
+        : Error(reason + " (at byte " + std::to_string(offset) + ")"), offset_(offset), reason_(reason) {}
+    std::size_t offset() const { return offset_; }
+    const std::string& reason() const { return reason_; }
+
+private:
+    std::size_t offset_;
+    std::string reason_;
+};
+
+class JsonLineParser {
+public:
+    // `keys`: the top-level fields to extract, each of which must be a string.
+    explicit JsonLineParser(std::vector<std::string> keys);
+
+    // Parses a whole line; on success values[i] holds the decoded (UTF-8) value of keys[i].
+    // Throws JsonError for malformed JSON, a missing key, or a value that is not a string.
+    void parse(std::string_view line, std::vector<std::string>& values);
+
+    const std::vector<std::string>& keys() const { return keys_; }
+
+private:
+    std::vector<std::string> keys_;
+    std::string scratch_;
+};
+
+// Length of the valid UTF-8 prefix of `s` (== s.size() when all of it is valid); strict as Python's
+// decoder: no overlong forms, no encoded surrogates, nothing above U+10FFFF.
+std::size_t utf8_valid_prefix(std::string_view s);
+
+}  // namespace mds

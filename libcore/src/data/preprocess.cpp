@@ -1,0 +1,268 @@
+#include "mds/data/preprocess.h"
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "mds/data/indexed_dataset_builder.h"
+#include "mds/tokenizer/tokenizer.h"
+#include "mds/util/error.h"
+#include "mds/util/json_line.h"
+#include "mds/util/line_reader.h"
+#include "mds/util/tool.h"  // print_warning
+
+namespace mds::data {
+
+std::string document_prefix(const std::string& output_prefix, const std::string& key) {
+    return output_prefix + "_" + key + "_document";
+}
+
+namespace {
+
+// What one batch of lines became.
+struct BatchResult {
+    struct Key {
+        std::vector<std::int32_t> ids;         // all non-empty documents back to back
+        std::vector<std::uint32_t> doc_sizes;  // tokens of each (EOD included)
+        std::uint64_t empty = 0;
+    };
+    std::vector<Key> keys;
+    std::uint64_t lines = 0, blank = 0, bad = 0, bytes = 0;
+    std::vector<std::string> bad_messages;  // first few, for warnings
+    std::uint64_t raw_consumed = 0;
+};
+
+bool is_blank(std::string_view line) {
+    for (char c : line)
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return false;
+    return true;
+}
+
+// Per-thread state: parser and encoder with its cache.
+struct Worker {
+    JsonLineParser parser;
+    tok::Encoder encoder;
+    std::vector<std::string> values;
+    Worker(const PreprocessOptions& o, const tok::Tokenizer& t) : parser(o.json_keys), encoder(t) {}
+};
+
+BatchResult process_batch(const LineBatch& batch, const std::string& name, Worker& w, const PreprocessOptions& o,
+                          std::int32_t eod) {
+    BatchResult r;
+    r.keys.resize(o.json_keys.size());
+    r.bytes = batch.data.size() + batch.size();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        std::string_view line = batch.line(i);
+        if (is_blank(line)) {
+            ++r.blank;
+            continue;
+        }
+        try {
+            w.parser.parse(line, w.values);
+        } catch (const JsonError& e) {
+            std::string where = name + ":" + std::to_string(batch.first_line_number + i) + ":" +
+                                std::to_string(e.offset() + 1) + ": " + e.reason();
+            if (!o.skip_bad_lines) throw Error(where + " (use --skip-bad-lines to skip such lines)");
+            ++r.bad;
+            if (r.bad_messages.size() < 5) r.bad_messages.push_back(where);
+            continue;
+        }
+        ++r.lines;
+        for (std::size_t k = 0; k < o.json_keys.size(); ++k) {
+            auto& out = r.keys[k];
+            std::size_t before = out.ids.size();
+            w.encoder.encode(w.values[k], out.ids);
+            if (out.ids.size() == before) {
+                ++out.empty;  // Megatron writes nothing for a document without tokens, not even EOD
+                continue;
+            }
+            if (o.append_eod) out.ids.push_back(eod);
+            out.doc_sizes.push_back(static_cast<std::uint32_t>(out.ids.size() - before));
+        }
+    }
+    return r;
+}
+
+tok::Tokenizer load_tokenizer(const PreprocessOptions& o) {
+    bool gpt2 = !o.vocab_file.empty() || !o.merge_file.empty();
+    if (gpt2 && !o.tokenizer_file.empty())
+        throw UsageError("give either --vocab-file/--merge-file or --tokenizer-file, not both");
+    if (gpt2 && (o.vocab_file.empty() || o.merge_file.empty()))
+        throw UsageError("the GPT-2 tokenizer needs both --vocab-file and --merge-file");
+    if (!gpt2 && o.tokenizer_file.empty())
+        throw UsageError("no tokenizer: give --vocab-file and --merge-file (GPT-2 BPE) or --tokenizer-file (tokenizer.json)");
+    tok::Tokenizer t = gpt2 ? tok::Tokenizer::from_gpt2_files(o.vocab_file, o.merge_file)
+                            : tok::Tokenizer::from_hf_json(o.tokenizer_file);
+    if (!o.eod_token.empty()) t.set_eod_token(o.eod_token);
+    if (o.append_eod && t.eod_id() < 0)
+        throw UsageError("--append-eod: the tokenizer has no end-of-document token; name one with --eod-token");
+    return t;
+}
+
+}  // namespace
+
+PreprocessSummary preprocess(const PreprocessOptions& o) {
+    if (o.inputs.empty()) throw UsageError("no input: give --input FILE (.jsonl, .jsonl.zst or - for stdin)");
+    if (o.output_prefix.empty()) throw UsageError("--output-prefix is required");
+    if (o.json_keys.empty()) throw UsageError("--json-keys needs at least one key");
+    if (o.workers < 1) throw UsageError("--workers must be at least 1");
+    for (std::size_t i = 0; i < o.json_keys.size(); ++i)
+        for (std::size_t j = 0; j < i; ++j)
+            if (o.json_keys[i] == o.json_keys[j]) throw UsageError("--json-keys lists '" + o.json_keys[i] + "' twice");
+    const tok::Tokenizer tokenizer = load_tokenizer(o);
+    const DType dtype = dtype_for_vocab(tokenizer.vocab_size());
+
+    PreprocessSummary summary;
+    summary.tokenizer = tokenizer.describe();
+    summary.dtype = dtype_name(dtype);
+    std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
+    for (const auto& key : o.json_keys) {
+        PreprocessKeySummary ks;
+        ks.key = key;
+        ks.prefix = document_prefix(o.output_prefix, key);
+        builders.push_back(std::make_unique<IndexedDatasetBuilder>(ks.prefix, dtype));
+        summary.keys.push_back(ks);
+    }
+
+    // Inputs are opened one after the other; the progress total is their summed size.
+    std::uint64_t total_raw = 0;
+    for (const auto& in : o.inputs) {
+        if (in == "-") {
+            total_raw = 0;
+            break;
+        }
+        if (!file_exists(in)) throw Error("cannot open " + in + ": No such file or directory");
+        total_raw += file_size(in);
+    }
+    Progress progress("documents", total_raw, o.progress, o.progress_interval_s);
+    std::uint64_t raw_done_before = 0;  // raw bytes of inputs already finished
+    std::uint64_t warned = 0;
+
+    auto write_result = [&](BatchResult& r) {
+        for (std::size_t k = 0; k < r.keys.size(); ++k) {
+            auto& kr = r.keys[k];
+            std::size_t off = 0;
+            for (std::uint32_t n : kr.doc_sizes) {
+                builders[k]->add_item(std::span<const std::int32_t>(kr.ids.data() + off, n));
+                builders[k]->end_document();
+                off += n;
+            }
+            summary.keys[k].documents += kr.doc_sizes.size();
+            summary.keys[k].empty += kr.empty;
+            summary.keys[k].tokens += kr.ids.size();
+        }
+        summary.lines += r.lines;
+        summary.blank_lines += r.blank;
+        summary.bad_lines += r.bad;
+        summary.input_bytes += r.bytes;
+        for (const auto& m : r.bad_messages)
+            if (warned++ < 10) print_warning("skipping " + m);
+        progress.update(summary.lines, summary.input_bytes, raw_done_before + r.raw_consumed);
+    };
+
+    const std::int32_t eod = tokenizer.eod_id();
+    if (o.workers == 1) {
+        Worker w(o, tokenizer);
+        for (const auto& in : o.inputs) {
+            LineBatchReader reader(in, o.batch_bytes);
+            LineBatch batch;
+            while (reader.next(batch)) {
+                BatchResult r = process_batch(batch, reader.path(), w, o, eod);
+                r.raw_consumed = reader.raw_consumed();
+                write_result(r);
+            }
+            raw_done_before += reader.raw_consumed();
+        }
+    } else {
+        // A fixed pool of workers takes batches from a queue; results are written in order.
+        // At most 2 * workers batches are in flight, which bounds memory.
+        struct Job {
+            std::shared_ptr<LineBatch> batch;
+            std::string name;
+            std::promise<BatchResult> promise;
+        };
+        std::mutex mu;
+        std::condition_variable cv;
+        std::deque<Job*> queue;
+        bool stop = false;
+        std::vector<std::thread> threads;
+        for (unsigned t = 0; t < o.workers; ++t)
+            threads.emplace_back([&] {
+                Worker w(o, tokenizer);
+                for (;;) {
+                    Job* job;
+                    {
+                        std::unique_lock lock(mu);
+                        cv.wait(lock, [&] { return stop || !queue.empty(); });
+                        if (queue.empty()) return;
+                        job = queue.front();
+                        queue.pop_front();
+                    }
+                    try {
+                        job->promise.set_value(process_batch(*job->batch, job->name, w, o, eod));
+                    } catch (...) {
+                        job->promise.set_exception(std::current_exception());
+                    }
+                }
+            });
+        auto shutdown = [&] {
+            {
+                std::lock_guard lock(mu);
+                stop = true;
+                queue.clear();
+            }
+            cv.notify_all();
+            for (auto& th : threads) th.join();
+        };
+        struct InFlight {
+            std::unique_ptr<Job> job;
+            std::future<BatchResult> result;
+            std::uint64_t raw_consumed;  // input position when the batch was read, for progress
+        };
+        std::deque<InFlight> inflight;  // outlives the threads: shutdown() joins them first
+        auto write_oldest = [&] {
+            BatchResult r = inflight.front().result.get();
+            r.raw_consumed = inflight.front().raw_consumed;
+            inflight.pop_front();
+            write_result(r);
+        };
+        try {
+            for (const auto& in : o.inputs) {
+                LineBatchReader reader(in, o.batch_bytes);
+                for (;;) {
+                    auto batch = std::make_shared<LineBatch>();
+                    if (!reader.next(*batch)) break;
+                    auto job = std::make_unique<Job>();
+                    job->batch = std::move(batch);
+                    job->name = reader.path();
+                    auto result = job->promise.get_future();
+                    Job* queued = job.get();
+                    inflight.push_back({std::move(job), std::move(result), reader.raw_consumed()});
+                    {
+                        std::lock_guard lock(mu);
+                        queue.push_back(queued);
+                    }
+                    cv.notify_one();
+                    while (inflight.size() >= 2 * static_cast<std::size_t>(o.workers)) write_oldest();
+                }
+                raw_done_before += reader.raw_consumed();
+            }
+            while (!inflight.empty()) write_oldest();
+        } catch (...) {
+            shutdown();
+            throw;
+        }
+        shutdown();
+    }
+
+    for (auto& b : builders) b->finalize();
+    progress.finish();
+    summary.seconds = progress.elapsed_s();
+    return summary;
+}
+
+}  // namespace mds::data

@@ -1,0 +1,236 @@
+#include "mds/util/files.h"
+
+#include <fcntl.h>     // open
+#include <sys/mman.h>  // mmap, munmap, madvise
+#include <sys/stat.h>  // fstat, stat
+#include <unistd.h>    // write, close, fsync, unlink, getpid
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <mutex>
+
+#include "mds/util/error.h"
+
+namespace mds {
+
+// ---- cleanup registry: temporaries to unlink on a signal ----------------------------------------
+// Fixed storage so the signal handler touches no heap: a slot is claimed with a CAS on `used`.
+namespace {
+constexpr int kCleanupSlots = 256;
+constexpr std::size_t kCleanupPathMax = 4096;
+struct CleanupSlot {
+    std::atomic<int> used{0};
+    char path[kCleanupPathMax];
+};
+std::array<CleanupSlot, kCleanupSlots> g_cleanup;
+
+int cleanup_register(const std::string& path) {
+    if (path.size() >= kCleanupPathMax) return -1;
+    for (int i = 0; i < kCleanupSlots; ++i) {
+        int expected = 0;
+        if (g_cleanup[i].used.compare_exchange_strong(expected, 2)) {  // 2 = being written
+            std::memcpy(g_cleanup[i].path, path.c_str(), path.size() + 1);
+            g_cleanup[i].used.store(1);
+            return i;
+        }
+    }
+    return -1;  // too many outputs at once: they are still removed by destructors, not on signals
+}
+
+void cleanup_release(int slot) {
+    if (slot >= 0) g_cleanup[slot].used.store(0);
+}
+
+extern "C" void mds_cleanup_signal_handler(int sig) {
+    for (auto& s : g_cleanup)
+        if (s.used.load() == 1) ::unlink(s.path);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
+}  // namespace
+
+void install_cleanup_signal_handlers() {
+    struct sigaction sa {};
+    sa.sa_handler = mds_cleanup_signal_handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+}
+
+// ---- MappedFile ----------------------------------------------------------------------------------
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(errno_message("cannot open " + path, errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        int err = errno;
+        ::close(fd);
+        throw Error(errno_message("cannot stat " + path, err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(path + ": not a regular file");
+    }
+    size_ = static_cast<std::size_t>(st.st_size);
+    if (size_ > 0) {
+        void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            int err = errno;
+            ::close(fd);
+            throw Error(errno_message("cannot map " + path, err));
+        }
+        data_ = static_cast<std::byte*>(p);
+    }
+    ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+    if (data_) ::munmap(data_, size_);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path_(std::move(other.path_)), data_(other.data_), size_(other.size_) {
+    other.data_ = nullptr;
+    other.size_ = 0;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+    if (this != &other) {
+        if (data_) ::munmap(data_, size_);
+        path_ = std::move(other.path_);
+        data_ = other.data_;
+        size_ = other.size_;
+        other.data_ = nullptr;
+        other.size_ = 0;
+    }
+    return *this;
+}
+
+// ---- AtomicOutput --------------------------------------------------------------------------------
+namespace {
+void write_all(int fd, const char* p, std::size_t n, const std::string& path) {
+    while (n > 0) {
+        ssize_t w = ::write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            throw Error(errno_message("cannot write " + path, errno));
+        }
+        p += w;
+        n -= static_cast<std::size_t>(w);
+    }
+}
+
+std::string temp_name_for(const std::string& final_path) {
+    auto slash = final_path.rfind('/');
+    std::string dir = slash == std::string::npos ? "" : final_path.substr(0, slash + 1);
+    std::string base = slash == std::string::npos ? final_path : final_path.substr(slash + 1);
+    return dir + "." + base + ".tmp-" + std::to_string(::getpid());
+}
+}  // namespace
+
+AtomicOutput::AtomicOutput(std::string final_path, std::size_t buffer_bytes)
+    : final_path_(std::move(final_path)), temp_path_(temp_name_for(final_path_)), buffer_bytes_(buffer_bytes) {
+    cleanup_slot_ = cleanup_register(temp_path_);
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+        int err = errno;
+        cleanup_release(cleanup_slot_);
+        throw Error(errno_message("cannot create " + temp_path_ + " (for " + final_path_ + ")", err));
+    }
+    buffer_.reserve(buffer_bytes_);
+}
+
+AtomicOutput::~AtomicOutput() { discard(); }
+
+void AtomicOutput::flush() {
+    if (!buffer_.empty()) {
+        write_all(fd_, buffer_.data(), buffer_.size(), temp_path_);
+        buffer_.clear();
+    }
+}
+
+void AtomicOutput::write(const void* data, std::size_t n) {
+    if (fd_ < 0) throw Error("internal: write to a closed output " + final_path_);
+    written_ += n;
+    if (buffer_.size() + n > buffer_bytes_) {
+        flush();
+        if (n >= buffer_bytes_) {
+            write_all(fd_, static_cast<const char*>(data), n, temp_path_);
+            return;
+        }
+    }
+    buffer_.append(static_cast<const char*>(data), n);
+}
+
+void AtomicOutput::append_file(const std::string& path) {
+    MappedFile in(path);
+    const char* p = reinterpret_cast<const char*>(in.data());
+    std::size_t left = in.size();
+    flush();
+    constexpr std::size_t kChunk = std::size_t{64} << 20;
+    while (left > 0) {
+        std::size_t n = left < kChunk ? left : kChunk;
+        write_all(fd_, p, n, temp_path_);
+        p += n;
+        left -= n;
+        written_ += n;
+    }
+}
+
+void AtomicOutput::commit() {
+    if (fd_ < 0) throw Error("internal: commit of a closed output " + final_path_);
+    flush();
+    if (::fsync(fd_) != 0) throw Error(errno_message("cannot sync " + temp_path_, errno));
+    if (::close(fd_) != 0) {
+        fd_ = -1;
+        throw Error(errno_message("cannot close " + temp_path_, errno));
+    }
+    fd_ = -1;
+    if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+        int err = errno;
+        ::unlink(temp_path_.c_str());
+        cleanup_release(cleanup_slot_);
+        cleanup_slot_ = -1;
+        throw Error(errno_message("cannot rename " + temp_path_ + " to " + final_path_, err));
+    }
+    cleanup_release(cleanup_slot_);
+    cleanup_slot_ = -1;
+}
+
+void AtomicOutput::discard() noexcept {
+    if (fd_ >= 0) {
+        ::close(fd_);
+        fd_ = -1;
+        ::unlink(temp_path_.c_str());
+    }
+    cleanup_release(cleanup_slot_);
+    cleanup_slot_ = -1;
+}
+
+// ---- small helpers -------------------------------------------------------------------------------
+void write_file_atomic(const std::string& path, std::string_view content) {
+    AtomicOutput out(path);
+    out.write(content);
+    out.commit();
+}
+
+std::string read_file(const std::string& path) {
+    MappedFile f(path);
+    return std::string(reinterpret_cast<const char*>(f.data()), f.size());
+}
+
+bool file_exists(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+std::uint64_t file_size(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw Error(errno_message("cannot stat " + path, errno));
+    return static_cast<std::uint64_t>(st.st_size);
+}
+
+}  // namespace mds

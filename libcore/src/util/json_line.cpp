@@ -1,0 +1,358 @@
+#include "mds/util/json_line.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace mds {
+
+std::size_t utf8_valid_prefix(std::string_view s) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    std::size_t n = s.size(), i = 0;
+    while (i < n) {
+        // Fast path: 8 ASCII bytes at a time.
+        if (i + 8 <= n) {
+            std::uint64_t w;
+            std::memcpy(&w, p + i, 8);
+            if ((w & 0x8080808080808080ULL) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        unsigned char c = p[i];
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        std::size_t len;
+        unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0) lo = 0xA0;       // no overlong
+            if (c == 0xED) hi = 0x9F;       // no surrogates
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0) lo = 0x90;       // no overlong
+            if (c == 0xF4) hi = 0x8F;       // <= U+10FFFF
+        } else {
+            return i;
+        }
+        if (i + len > n) return i;
+        if (p[i + 1] < lo || p[i + 1] > hi) return i;
+        for (std::size_t k = 2; k < len; ++k)
+            if ((p[i + k] & 0xC0) != 0x80) return i;
+        i += len;
+    }
+    return n;
+}
+
+namespace {
+
+constexpr int kMaxDepth = 512;  // Python raises RecursionError near 1000; stay well below
+
+struct Cursor {
+    const char* begin;
+    const char* p;
+    const char* end;
+
+    [[noreturn]] void fail(const std::string& reason) const {
+        throw JsonError(static_cast<std::size_t>(p - begin), reason);
+    }
+    void skip_ws() {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
+    }
+    bool at_end() const { return p >= end; }
+    char peek() const { return p < end ? *p : '\0'; }
+    bool consume_literal(const char* lit) {
+        std::size_t n = std::strlen(lit);
+        if (static_cast<std::size_t>(end - p) >= n && std::memcmp(p, lit, n) == 0) {
+            p += n;
+            return true;
+        }
+        return false;
+    }
+};
+
+std::string describe(char c) {
+    if (c >= 0x20 && c < 0x7F) return std::string("'") + c + "'";
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "byte 0x%02X", static_cast<unsigned char>(c));
+    return buf;
+}
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
+// Reads 4 hex digits after "\u".
+std::uint32_t read_hex4(Cursor& c) {
+    if (c.end - c.p < 4) c.fail("truncated \\u escape");
+    std::uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+        int h = hex_value(c.p[k]);
+        if (h < 0) c.fail("invalid \\u escape: expected 4 hex digits");
+        v = v * 16 + static_cast<std::uint32_t>(h);
+    }
+    c.p += 4;
+    return v;
+}
+
+// Parses a string starting at the opening quote; decodes into `out` when non-null. Python accepts
+// lone surrogates and fails only when such text is encoded to UTF-8, which Megatron does for the
+// tokenized fields alone: with `text` set they are an error, elsewhere they pass (kept as WTF-8).
+void parse_string(Cursor& c, std::string* out, bool text = false) {
+    ++c.p;  // opening quote
+    for (;;) {
+        // Copy a run of plain bytes.
+        const char* run = c.p;
+        while (c.p < c.end) {
+            unsigned char ch = static_cast<unsigned char>(*c.p);
+            if (ch == '"' || ch == '\\' || ch < 0x20) break;
+            ++c.p;
+        }
+        if (c.p > run) {
+            std::string_view chunk(run, static_cast<std::size_t>(c.p - run));
+            std::size_t ok = utf8_valid_prefix(chunk);
+            if (ok != chunk.size()) {
+                c.p = run + ok;
+                c.fail("invalid UTF-8 in string");
+            }
+            if (out) out->append(chunk);
+        }
+        if (c.at_end()) c.fail("unterminated string");
+        char ch = *c.p;
+        if (ch == '"') {
+            ++c.p;
+            return;
+        }
+        if (ch != '\\') c.fail("invalid control character " + describe(ch) + " in string (must be escaped)");
+        ++c.p;
+        if (c.at_end()) c.fail("unterminated string");
+        char e = *c.p++;
+        switch (e) {
+            case '"': if (out) *out += '"'; break;
+            case '\\': if (out) *out += '\\'; break;
+            case '/': if (out) *out += '/'; break;
+            case 'b': if (out) *out += '\b'; break;
+            case 'f': if (out) *out += '\f'; break;
+            case 'n': if (out) *out += '\n'; break;
+            case 'r': if (out) *out += '\r'; break;
+            case 't': if (out) *out += '\t'; break;
+            case 'u': {
+                const char* esc = c.p - 2;
+                std::uint32_t cp = read_hex4(c);
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    // A high surrogate combines with an immediately following low one.
+                    if (c.end - c.p >= 6 && c.p[0] == '\\' && c.p[1] == 'u') {
+                        Cursor look = c;
+                        look.p += 2;
+                        std::uint32_t lo = read_hex4(look);
+                        if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                            c.p = look.p;
+                            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                            if (out) append_utf8(*out, cp);
+                            break;
+                        }
+                    }
+                    if (text) {
+                        c.p = esc;
+                        c.fail("lone surrogate \\u" + std::string(esc + 2, 4) + " cannot be encoded as UTF-8");
+                    }
+                } else if (cp >= 0xDC00 && cp <= 0xDFFF && text) {
+                    c.p = esc;
+                    c.fail("lone surrogate \\u" + std::string(esc + 2, 4) + " cannot be encoded as UTF-8");
+                }
+                if (out) append_utf8(*out, cp);
+                break;
+            }
+            default:
+                c.p -= 2;
+                c.fail("invalid escape \\" + std::string(1, e));
+        }
+    }
+}
+
+void parse_number(Cursor& c) {
+    const char* start = c.p;
+    if (c.peek() == '-') {
+        ++c.p;
+        if (c.consume_literal("Infinity")) return;
+    }
+    if (c.peek() == '0') {
+        ++c.p;
+    } else if (c.peek() >= '1' && c.peek() <= '9') {
+        while (c.peek() >= '0' && c.peek() <= '9') ++c.p;
+    } else {
+        c.p = start;
+        c.fail("expected a value");
+    }
+    if (c.peek() == '.' && c.p + 1 < c.end && c.p[1] >= '0' && c.p[1] <= '9') {
+        ++c.p;
+        while (c.peek() >= '0' && c.peek() <= '9') ++c.p;
+    }
+    if (c.peek() == 'e' || c.peek() == 'E') {
+        const char* e = c.p;
+        ++c.p;
+        if (c.peek() == '+' || c.peek() == '-') ++c.p;
+        if (c.peek() >= '0' && c.peek() <= '9') {
+            while (c.peek() >= '0' && c.peek() <= '9') ++c.p;
+        } else {
+            c.p = e;  // Python's regex leaves the exponent out; the delimiter check then fails
+        }
+    }
+}
+
+void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind);
+
+void parse_object_body(Cursor& c, int depth, const std::vector<std::string>* keys,
+                       std::vector<std::string>* values, std::vector<char>* found, std::string& key) {
+    ++c.p;  // '{'
+    c.skip_ws();
+    if (c.peek() == '}') {
+        ++c.p;
+        return;
+    }
+    for (;;) {
+        if (c.peek() != '"') c.fail("expected a property name in double quotes");
+        key.clear();
+        parse_string(c, &key);
+        c.skip_ws();
+        if (c.peek() != ':') c.fail("expected ':' after a property name");
+        ++c.p;
+        c.skip_ws();
+        std::size_t target = keys ? keys->size() : 0;
+        if (keys)
+            for (std::size_t i = 0; i < keys->size(); ++i)
+                if ((*keys)[i] == key) target = i;
+        if (keys && target < keys->size()) {
+            char kind = 0;
+            std::string& v = (*values)[target];
+            v.clear();
+            const char* at = c.p;
+            parse_value(c, depth + 1, &v, &kind);
+            if (kind != 's') {
+                Cursor err = c;
+                err.p = at;
+                err.fail("field '" + key + "' is " +
+                         (kind == 'o' ? std::string("an object") : kind == 'a' ? std::string("an array")
+                          : kind == 'n' ? std::string("null") : kind == 'b' ? std::string("a boolean")
+                          : std::string("a number")) + ", expected a string");
+            }
+            (*found)[target] = 1;
+        } else {
+            parse_value(c, depth + 1, nullptr, nullptr);
+        }
+        c.skip_ws();
+        if (c.peek() == ',') {
+            ++c.p;
+            c.skip_ws();
+            continue;
+        }
+        if (c.peek() == '}') {
+            ++c.p;
+            return;
+        }
+        c.fail(c.at_end() ? "unterminated object" : "expected ',' or '}' after a value, found " + describe(c.peek()));
+    }
+}
+
+void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind) {
+    if (depth > kMaxDepth) c.fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    c.skip_ws();
+    if (c.at_end()) c.fail("expected a value, found the end of the line");
+    char ch = c.peek();
+    char kind;
+    if (ch == '"') {
+        kind = 's';
+        parse_string(c, out_string, out_string != nullptr);
+    } else if (ch == '{') {
+        kind = 'o';
+        std::string key;
+        parse_object_body(c, depth, nullptr, nullptr, nullptr, key);
+    } else if (ch == '[') {
+        kind = 'a';
+        ++c.p;
+        c.skip_ws();
+        if (c.peek() == ']') {
+            ++c.p;
+        } else {
+            for (;;) {
+                parse_value(c, depth + 1, nullptr, nullptr);
+                c.skip_ws();
+                if (c.peek() == ',') {
+                    ++c.p;
+                    continue;
+                }
+                if (c.peek() == ']') {
+                    ++c.p;
+                    break;
+                }
+                c.fail(c.at_end() ? "unterminated array" : "expected ',' or ']' in an array, found " + describe(c.peek()));
+            }
+        }
+    } else if (c.consume_literal("null")) {
+        kind = 'n';
+    } else if (c.consume_literal("true") || c.consume_literal("false")) {
+        kind = 'b';
+    } else if (c.consume_literal("NaN") || c.consume_literal("Infinity")) {
+        kind = 'd';
+    } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        kind = 'd';
+        parse_number(c);
+    } else {
+        c.fail("expected a value, found " + describe(ch));
+    }
+    if (out_kind) *out_kind = kind;
+}
+
+}  // namespace
+
+JsonLineParser::JsonLineParser(std::vector<std::string> keys) : keys_(std::move(keys)) {}
+
+void JsonLineParser::parse(std::string_view line, std::vector<std::string>& values) {
+    values.resize(keys_.size());
+    std::vector<char> found(keys_.size(), 0);
+    Cursor c{line.data(), line.data(), line.data() + line.size()};
+    c.skip_ws();
+    if (c.at_end()) c.fail("empty line, expected a JSON object");
+    if (c.peek() != '{') {
+        // Validate what it is, for a precise message.
+        char kind = 0;
+        Cursor v = c;
+        try {
+            parse_value(v, 0, nullptr, &kind);
+        } catch (const JsonError&) {
+            throw;
+        }
+        c.fail("expected a JSON object, found " + std::string(kind == 'a' ? "an array" : kind == 's' ? "a string" : "a scalar"));
+    }
+    parse_object_body(c, 0, &keys_, &values, &found, scratch_);
+    c.skip_ws();
+    if (!c.at_end()) c.fail("extra data after the JSON object: " + describe(c.peek()));
+    for (std::size_t i = 0; i < keys_.size(); ++i)
+        if (!found[i]) throw JsonError(0, "field '" + keys_[i] + "' not found");
+}
+
+}  // namespace mds

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything mds needs on a fresh Debian 12 machine, then configures and builds it.
+#   scripts/setup.sh            Debian packages + .venv (torch 2.11, cross-check packages) + build/
+#   MDS_BUILD_DIR=dir ...       build somewhere else
+#   MDS_SKIP_APT=1 ...          do not call apt-get (packages already there, or no root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=${MDS_BUILD_DIR:-build}
+
+apt_packages=(build-essential cmake ninja-build pkg-config python3-venv
+              libcli11-dev nlohmann-json3-dev libzstd-dev zstd libcurl4-openssl-dev doctest-dev
+              clang libclang-rt-dev)
+if [[ "${MDS_SKIP_APT:-0}" != 1 ]]; then
+  missing=()
+  for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "setup: installing Debian packages: ${missing[*]}" >&2
+    sudo_cmd=(); [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+fi
+
+# The virtual environment lives in the checkout (.venv, ignored by git).
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv" >&2
+  python3 -m venv .venv
+fi
+# A stamp with the requirements last installed: re-run pip only when they change.
+if ! cmp -s scripts/requirements.txt .venv/.mds-requirements; then
+  echo "setup: installing Python packages into .venv (torch is large; this takes a few minutes once)" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements.txt
+  cp scripts/requirements.txt .venv/.mds-requirements
+fi
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${MDS_CMAKE_ARGS:-} >&2
+fi
+cmake --build "$build" -j "$(nproc)" >&2
+echo "setup: built into $root/$build" >&2

@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -95,8 +96,10 @@ tok::Tokenizer load_tokenizer(const PreprocessOptions& o) {
         throw UsageError("the GPT-2 tokenizer needs both --vocab-file and --merge-file");
     if (!gpt2 && o.tokenizer_file.empty())
         throw UsageError("no tokenizer: give --vocab-file and --merge-file (GPT-2 BPE) or --tokenizer-file (tokenizer.json)");
-    tok::Tokenizer t = gpt2 ? tok::Tokenizer::from_gpt2_files(o.vocab_file, o.merge_file)
-                            : tok::Tokenizer::from_hf_json(o.tokenizer_file);
+    // A Hugging Face model folder holds its tokenizer.json.
+    std::string hf = o.tokenizer_file;
+    if (!gpt2 && std::filesystem::is_directory(hf)) hf += "/tokenizer.json";
+    tok::Tokenizer t = gpt2 ? tok::Tokenizer::from_gpt2_files(o.vocab_file, o.merge_file) : tok::Tokenizer::from_hf_json(hf);
     if (!o.eod_token.empty()) t.set_eod_token(o.eod_token);
     if (o.append_eod && t.eod_id() < 0)
         throw UsageError("--append-eod: the tokenizer has no end-of-document token; name one with --eod-token");

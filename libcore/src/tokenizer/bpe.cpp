@@ -1,6 +1,7 @@
 #include "mds/tokenizer/bpe.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <functional>  // greater
 
@@ -164,6 +165,39 @@ void BpeModel::encode_piece_reference(std::string_view piece, std::vector<std::i
     for (std::int32_t s : word) out.push_back(finish_symbol(s));
 }
 
+// Most pieces are a few bytes: the reference loop on stack arrays beats the heap there. Ranks are
+// unique per pair, so every position holding the lowest rank is an occurrence of the same pair.
+void BpeModel::encode_small(std::string_view piece, std::vector<std::int32_t>& out) const {
+    constexpr std::int32_t kNone = INT32_MAX;
+    std::int32_t sym[kSmallPiece], rank[kSmallPiece], result[kSmallPiece];
+    std::size_t m = piece.size();
+    for (std::size_t i = 0; i < m; ++i) sym[i] = byte_sym_[static_cast<unsigned char>(piece[i])];
+    auto set_rank = [&](std::size_t k) {
+        const Merge* mg = find_merge(sym[k], sym[k + 1]);
+        rank[k] = mg ? mg->rank : kNone;
+        result[k] = mg ? mg->result : -1;
+    };
+    for (std::size_t k = 0; k + 1 < m; ++k) set_rank(k);
+    while (m > 1) {
+        std::int32_t best = kNone;
+        for (std::size_t k = 0; k + 1 < m; ++k) best = std::min(best, rank[k]);
+        if (best == kNone) break;
+        // Merge every occurrence left to right, compacting in place (j <= i always).
+        std::size_t j = 0;
+        for (std::size_t i = 0; i < m;) {
+            if (i + 1 < m && rank[i] == best) {
+                sym[j++] = result[i];
+                i += 2;
+            } else {
+                sym[j++] = sym[i++];
+            }
+        }
+        m = j;
+        for (std::size_t k = 0; k + 1 < m; ++k) set_rank(k);
+    }
+    for (std::size_t i = 0; i < m; ++i) out.push_back(finish_symbol(sym[i]));
+}
+
 void BpeModel::encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const {
     const std::size_t n = piece.size();
     if (n == 0) return;
@@ -180,6 +214,10 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<std::int32_t>& o
     }
     if (n == 1) {
         out.push_back(finish_symbol(byte_sym_[static_cast<unsigned char>(piece[0])]));
+        return;
+    }
+    if (n <= kSmallPiece) {
+        encode_small(piece, out);
         return;
     }
     // Symbols as a linked list over byte positions; candidate merges in a min-heap ordered by

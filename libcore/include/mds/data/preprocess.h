@@ -23,7 +23,7 @@ struct PreprocessOptions {
     std::string tokenizer_file;               // --tokenizer-file (Hugging Face tokenizer.json)
     std::string eod_token;                    // --eod-token (override the end-of-document token)
     bool skip_bad_lines = false;              // --skip-bad-lines: count malformed lines instead of failing
-    std::size_t batch_bytes = std::size_t{1} << 20;  // lines per work item, in bytes
+    std::size_t batch_bytes = std::size_t{256} << 10;  // lines per work item, in bytes
     Progress::Mode progress = Progress::Mode::Auto;
     double progress_interval_s = 30.0;        // plain progress lines when not on a terminal
 };

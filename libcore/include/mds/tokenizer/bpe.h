@@ -48,6 +48,8 @@ private:
         std::int32_t rank;
         std::int32_t result;  // symbol id of the concatenation
     };
+    static constexpr std::size_t kSmallPiece = 32;  // longest piece for the stack-array path
+    void encode_small(std::string_view piece, std::vector<std::int32_t>& out) const;
     std::int32_t symbol(const std::string& s);  // interns s
     const Merge* find_merge(std::int32_t a, std::int32_t b) const;
     std::int32_t finish_symbol(std::int32_t sym) const { return sym_token_[static_cast<std::size_t>(sym)]; }

@@ -1,0 +1,105 @@
+// mds-tokenizer-train: train a GPT-2-style byte-level BPE tokenizer on jsonl documents, as
+// BigScience trained BLOOM's; writes vocab.json + merges.txt (Megatron's --vocab-file and
+// --merge-file) and tokenizer.json. docs/mds-tokenizer-train.md describes every flag.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>  // --json summary
+
+#include "mds/tokenizer/tokenizer_train.h"
+#include "mds/util/cli.h"
+#include "mds/util/error.h"
+#include "mds/util/tool.h"
+
+namespace {
+
+void print_summary(const mds::tok::TokenizerTrainSummary& s, const mds::tok::TokenizerTrainOptions& opt, bool json) {
+    if (json) {
+        nlohmann::json j = {{"lines", s.lines}, {"blank_lines", s.blank_lines}, {"bad_lines", s.bad_lines},
+                            {"input_bytes", s.input_bytes}, {"pieces", s.pieces}, {"unique_pieces", s.unique_pieces},
+                            {"merges", s.merges}, {"merges_reusing_token", s.merges_reusing_token},
+                            {"last_merge_count", s.last_merge_count}, {"vocab_size", s.vocab_size},
+                            {"count_seconds", s.count_seconds}, {"train_seconds", s.train_seconds}, {"files", s.files}};
+        std::printf("%s\n", j.dump().c_str());
+        return;
+    }
+    const double mb = static_cast<double>(s.input_bytes) / 1e6;
+    std::fprintf(stderr, "mds-tokenizer-train: %llu documents, %.1f MB read and counted in %.2f s (%.1f MB/s)\n",
+                 static_cast<unsigned long long>(s.lines), mb, s.count_seconds,
+                 s.count_seconds > 0 ? mb / s.count_seconds : 0.0);
+    if (s.blank_lines || s.bad_lines)
+        std::fprintf(stderr, "mds-tokenizer-train: skipped %llu blank and %llu malformed lines\n",
+                     static_cast<unsigned long long>(s.blank_lines), static_cast<unsigned long long>(s.bad_lines));
+    std::fprintf(stderr, "mds-tokenizer-train: %llu merges in %.2f s (the last of a pair seen %llu times); "
+                         "vocabulary of %llu tokens\n",
+                 static_cast<unsigned long long>(s.merges), s.train_seconds,
+                 static_cast<unsigned long long>(s.last_merge_count), static_cast<unsigned long long>(s.vocab_size));
+    if (s.vocab_size < opt.bpe.vocab_size)
+        std::fprintf(stderr, "mds-tokenizer-train: stopped before --vocab-size %llu: no pair left that occurs "
+                             "--min-frequency %llu times\n",
+                     static_cast<unsigned long long>(opt.bpe.vocab_size),
+                     static_cast<unsigned long long>(opt.bpe.min_frequency));
+    for (const auto& f : s.files) std::fprintf(stderr, "mds-tokenizer-train: wrote %s\n", f.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return mds::run_tool("mds-tokenizer-train", [&]() -> int {
+        mds::tok::TokenizerTrainOptions opt;
+        std::string progress = "auto";
+        bool quiet = false, json = false, no_hf_json = false;
+
+        CLI::App app{"Train a byte-level BPE tokenizer (GPT-2 pre-tokenization and byte symbols) on jsonl documents.\n"
+                     "Writes vocab.json and merges.txt (for --vocab-file/--merge-file of mds-preprocess and Megatron)\n"
+                     "and tokenizer.json (Hugging Face) into --output-dir.",
+                     "mds-tokenizer-train"};
+        app.set_version_flag("--version", "mds-tokenizer-train 0.1.0");
+        app.option_defaults()->group("Input and output");
+        app.add_option("--input", opt.inputs, "Input .jsonl or .jsonl.zst (zstd detected by content); - reads stdin. "
+                                              "Repeat to read several files")->type_name("FILE")->required();
+        app.add_option("--json-keys", opt.json_keys, "Fields whose text is counted")
+            ->default_str("text")->type_name("KEY...");
+        app.add_option("--output-dir", opt.output_dir, "Directory for vocab.json, merges.txt and tokenizer.json "
+                                                       "(created if missing; files replaced atomically)")
+            ->type_name("DIR")->required();
+        app.add_flag("--no-tokenizer-json", no_hf_json, "Write only vocab.json and merges.txt");
+        app.option_defaults()->group("Model");
+        app.add_option("--vocab-size", opt.bpe.vocab_size, "Size of the vocabulary: 256 byte symbols + learned tokens + "
+                                                           "special tokens")->type_name("N")->required()
+            ->check(CLI::Range(std::size_t{257}, std::size_t{1} << 30));
+        app.add_option("--min-frequency", opt.bpe.min_frequency, "Stop when the most frequent pair occurs fewer times")
+            ->default_str("2")->type_name("N")->check(CLI::PositiveNumber);
+        app.add_option("--special-tokens", opt.bpe.special_tokens, "Tokens appended after the learned ones, in order "
+                                                                   "(the first is the end-of-document token)")
+            ->default_str("<|endoftext|>")->type_name("TOKEN...")->expected(0, CLI::detail::expected_max_vector_size);
+        app.option_defaults()->group("Execution");
+        app.add_option("--workers", opt.workers, "Counting threads; the output does not depend on it")
+            ->default_str("1")->type_name("N")->check(CLI::Range(1u, 1024u));
+        app.add_flag("--skip-bad-lines", opt.skip_bad_lines, "Skip and count malformed lines (bad JSON, invalid UTF-8, "
+                                                             "missing or non-string key) instead of stopping");
+        app.add_option("--progress", progress, "Progress display: auto (bar on a terminal, lines otherwise), bar, "
+                                               "lines, off")->check(CLI::IsMember({"auto", "bar", "lines", "off"}))
+            ->default_str("auto");
+        app.add_option("--progress-interval", opt.progress_interval_s, "Seconds between plain progress lines")
+            ->default_str("30")->check(CLI::PositiveNumber);
+        mds::add_quiet_flag(app, quiet);
+        mds::add_json_flag(app, json);
+        if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
+
+        opt.write_hf_json = !no_hf_json;
+        opt.progress = progress == "bar"     ? mds::Progress::Mode::Bar
+                       : progress == "lines" ? mds::Progress::Mode::Lines
+                       : progress == "off"   ? mds::Progress::Mode::Off
+                                             : mds::Progress::Mode::Auto;
+        if (quiet) opt.progress = mds::Progress::Mode::Off;
+
+        auto summary = mds::tok::train_tokenizer(opt);
+        if (json)
+            print_summary(summary, opt, true);
+        else if (!quiet)
+            print_summary(summary, opt, false);
+        return mds::kExitOk;
+    });
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The README's main job, offline on a fresh machine after scripts/setup.sh: train a byte-level BPE
+# tokenizer (vocabulary 8192) on the bundled corpus (data/sample: Python 3.11 standard-library
+# docstrings, PSF License), tokenize the corpus with it into a Megatron indexed dataset, and check
+# that the dataset decodes back to the text.
+#   scripts/demo.sh [WORK_DIR]     outputs under WORK_DIR (default ./demo-out, or $MDS_DEMO_DIR)
+#   MDS_BUILD_DIR=dir              binaries from dir/bin (default: build, as scripts/setup.sh)
+#   MDS_WORKERS=N                  threads (default: nproc)
+# Builds nothing and needs no network; python3 (standard library only) reads the outputs back.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${MDS_BUILD_DIR:-build}
+[[ $build == /* ]] || build=$root/$build
+bin=$build/bin
+work=${1:-${MDS_DEMO_DIR:-demo-out}}
+workers=${MDS_WORKERS:-$(nproc)}
+corpus=$root/data/sample/corpus.jsonl.zst
+python=${MDS_DEMO_PYTHON:-python3}
+
+for exe in mds-tokenizer-train mds-preprocess; do
+  if [[ ! -x $bin/$exe ]]; then
+    echo "demo: $bin/$exe not found: run scripts/setup.sh first (or set MDS_BUILD_DIR)" >&2
+    exit 1
+  fi
+done
+for cmd in zstd "$python"; do
+  command -v "$cmd" >/dev/null || { echo "demo: $cmd is needed" >&2; exit 1; }
+done
+[[ -f $corpus ]] || { echo "demo: $corpus is missing" >&2; exit 1; }
+mkdir -p "$work"
+
+echo "demo: training a tokenizer (vocabulary 8192) on $(basename "$corpus") with $workers workers" >&2
+"$bin/mds-tokenizer-train" --input "$corpus" --vocab-size 8192 --output-dir "$work/tokenizer" \
+    --workers "$workers" --progress off --json > "$work/tokenizer-train.json"
+
+echo "demo: tokenizing the corpus into a Megatron dataset" >&2
+"$bin/mds-preprocess" --input "$corpus" --output-prefix "$work/sample" \
+    --vocab-file "$work/tokenizer/vocab.json" --merge-file "$work/tokenizer/merges.txt" \
+    --append-eod --workers "$workers" --progress off --json > "$work/preprocess.json"
+
+# The summary, and the first document read back from the .bin/.idx (specs/data.md §1) and decoded
+# with vocab.json (§3.2), compared with the first record of the corpus.
+"$python" - "$work" "$corpus" <<'EOF'
+import json, os, struct, subprocess, sys
+
+work, corpus = sys.argv[1], sys.argv[2]
+train = json.load(open(os.path.join(work, "tokenizer-train.json")))
+pre = json.load(open(os.path.join(work, "preprocess.json")))
+out = pre["outputs"][0]
+prefix = out["prefix"]
+
+with open(prefix + ".idx", "rb") as f:
+    idx = f.read()
+assert idx[:9] == b"MMIDIDX\x00\x00", "not a Megatron mmap index"
+_, code, n, _ = struct.unpack_from("<QBQQ", idx, 9)
+size, = struct.unpack_from("<i", idx, 34)          # tokens of sequence 0
+pointer, = struct.unpack_from("<q", idx, 34 + 4 * n)  # its byte offset in the .bin
+fmt, width = {8: ("H", 2), 4: ("i", 4)}[code]     # uint16 or int32
+with open(prefix + ".bin", "rb") as f:
+    f.seek(pointer)
+    ids = list(struct.unpack(f"<{size}{fmt}", f.read(size * width)))
+
+vocab = json.load(open(os.path.join(work, "tokenizer", "vocab.json"), encoding="utf-8"))
+token = {i: t for t, i in vocab.items()}
+bs = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+cs = bs[:] + [256 + k for k in range(256 - len(bs))]
+bs += [b for b in range(256) if b not in bs]
+byte_of = {chr(c): b for b, c in zip(bs, cs)}
+eod = vocab["<|endoftext|>"]
+assert ids[-1] == eod, "the first document does not end with <|endoftext|>"
+text = bytes(byte_of[ch] for i in ids[:-1] for ch in token[i]).decode("utf-8")
+
+zstd = subprocess.Popen(["zstd", "-dc", corpus], stdout=subprocess.PIPE)
+first = json.loads(zstd.stdout.readline())["text"]
+zstd.kill()
+zstd.wait()
+
+mb = pre["input_bytes"] / 1e6
+print(f"corpus      data/sample/{os.path.basename(corpus)}: {pre['lines']} documents, {mb:.1f} MB of jsonl")
+print(f"tokenizer   {train['vocab_size']} tokens ({train['merges']} merges) learned in "
+      f"{train['train_seconds']:.2f} s after {train['count_seconds']:.2f} s of counting")
+print(f"dataset     {out['documents']} documents, {out['tokens']} tokens ({pre['dtype']}), "
+      f"{mb / pre['seconds']:.1f} MB/s ({pre['seconds']:.2f} s)")
+print("files")
+for path in train["files"] + [prefix + ".bin", prefix + ".idx"]:
+    print(f"  {path}  ({os.path.getsize(path):,} bytes)")
+shown = text if len(text) <= 400 else text[:400] + " ..."
+print(f"first document, decoded from {os.path.basename(prefix)}.bin ({size} tokens):")
+print("  | " + shown.replace("\n", "\n  | "))
+if text != first:
+    sys.exit("demo: FAIL: the first document does not decode to the first record of the corpus")
+print("check       decoded text == first record of the corpus: OK")
+print(f"train with  --data-path {prefix} --vocab-file {work}/tokenizer/vocab.json "
+      f"--merge-file {work}/tokenizer/merges.txt")
+EOF

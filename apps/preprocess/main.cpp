@@ -24,7 +24,9 @@ void print_summary(const mds::data::PreprocessSummary& s, bool json) {
         for (const auto& k : s.keys)
             j["outputs"].push_back({{"key", k.key}, {"prefix", k.prefix}, {"documents", k.documents},
                                     {"empty_documents", k.empty}, {"tokens", k.tokens}});
-        std::printf("%s\n", j.dump().c_str());
+        // Paths need not be UTF-8 (a Latin-1 file name): replace bad bytes rather than throw after
+        // the outputs are already in place.
+        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return;
     }
     double mb_s = s.seconds > 0 ? static_cast<double>(s.input_bytes) / 1e6 / s.seconds : 0;

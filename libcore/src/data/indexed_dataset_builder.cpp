@@ -34,6 +34,9 @@ void convert(std::span<const std::int32_t> ids, std::vector<char>& out, const st
 }  // namespace
 
 void IndexedDatasetBuilder::add_item(std::span<const std::int32_t> ids) {
+    // Every check comes before the write, so a refused item leaves .bin and sizes consistent.
+    if (ids.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+        throw Error(prefix_ + ": a sequence of " + std::to_string(ids.size()) + " tokens does not fit the int32 sizes array");
     switch (dtype_) {
         case DType::UInt8: convert<std::uint8_t>(ids, scratch_, prefix_); break;
         case DType::Int8: convert<std::int8_t>(ids, scratch_, prefix_); break;
@@ -44,8 +47,6 @@ void IndexedDatasetBuilder::add_item(std::span<const std::int32_t> ids) {
         default: throw Error("internal: unsupported dtype");
     }
     bin_->write(scratch_.data(), scratch_.size());
-    if (ids.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
-        throw Error(prefix_ + ": a sequence of " + std::to_string(ids.size()) + " tokens does not fit the int32 sizes array");
     sizes_.push_back(static_cast<std::int32_t>(ids.size()));
     tokens_ += ids.size();
 }

@@ -37,6 +37,12 @@ struct BatchResult {
     std::uint64_t raw_consumed = 0;
 };
 
+// Decompressed input bytes a batch covers, terminators included ("\r\n" counts 2, a missing final
+// newline 0): the reader's position after the batch minus its position before.
+std::uint64_t batch_input_bytes(const LineBatchReader& reader, const LineBatch& batch) {
+    return reader.bytes_read() - batch.first_byte_offset;
+}
+
 bool is_blank(std::string_view line) {
     for (char c : line)
         if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return false;
@@ -55,7 +61,6 @@ BatchResult process_batch(const LineBatch& batch, const std::string& name, Worke
                           std::int32_t eod) {
     BatchResult r;
     r.keys.resize(o.json_keys.size());
-    r.bytes = batch.data.size() + batch.size();
     for (std::size_t i = 0; i < batch.size(); ++i) {
         std::string_view line = batch.line(i);
         if (is_blank(line)) {
@@ -176,6 +181,7 @@ PreprocessSummary preprocess(const PreprocessOptions& o) {
             while (reader.next(batch)) {
                 BatchResult r = process_batch(batch, reader.path(), w, o, eod);
                 r.raw_consumed = reader.raw_consumed();
+                r.bytes = batch_input_bytes(reader, batch);
                 write_result(r);
             }
             raw_done_before += reader.raw_consumed();
@@ -225,11 +231,13 @@ PreprocessSummary preprocess(const PreprocessOptions& o) {
             std::unique_ptr<Job> job;
             std::future<BatchResult> result;
             std::uint64_t raw_consumed;  // input position when the batch was read, for progress
+            std::uint64_t bytes;         // decompressed input bytes of the batch
         };
         std::deque<InFlight> inflight;  // outlives the threads: shutdown() joins them first
         auto write_oldest = [&] {
             BatchResult r = inflight.front().result.get();
             r.raw_consumed = inflight.front().raw_consumed;
+            r.bytes = inflight.front().bytes;
             inflight.pop_front();
             write_result(r);
         };
@@ -244,7 +252,8 @@ PreprocessSummary preprocess(const PreprocessOptions& o) {
                     job->name = reader.path();
                     auto result = job->promise.get_future();
                     Job* queued = job.get();
-                    inflight.push_back({std::move(job), std::move(result), reader.raw_consumed()});
+                    const std::uint64_t bytes = batch_input_bytes(reader, *job->batch);
+                    inflight.push_back({std::move(job), std::move(result), reader.raw_consumed(), bytes});
                     {
                         std::lock_guard lock(mu);
                         queue.push_back(queued);

@@ -185,8 +185,14 @@ void AtomicOutput::commit() {
     flush();
     if (::fsync(fd_) != 0) throw Error(errno_message("cannot sync " + temp_path_, errno));
     if (::close(fd_) != 0) {
+        // The data may not have reached the disk (NFS reports write errors here): drop the
+        // temporary now, as discard() no longer sees an open descriptor.
+        int err = errno;
         fd_ = -1;
-        throw Error(errno_message("cannot close " + temp_path_, errno));
+        ::unlink(temp_path_.c_str());
+        cleanup_release(cleanup_slot_);
+        cleanup_slot_ = -1;
+        throw Error(errno_message("cannot close " + temp_path_, err));
     }
     fd_ = -1;
     if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {

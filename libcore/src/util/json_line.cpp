@@ -106,23 +106,35 @@ void append_utf8(std::string& out, std::uint32_t cp) {
     }
 }
 
-// Reads 4 hex digits after "\u".
-std::uint32_t read_hex4(Cursor& c) {
-    if (c.end - c.p < 4) c.fail("truncated \\u escape");
+// Reads 4 hex digits after "\u"; `esc` is the backslash, where errors point.
+std::uint32_t read_hex4(Cursor& c, const char* esc) {
+    auto fail_at_escape = [&](const std::string& reason) {
+        c.p = esc;
+        c.fail(reason);
+    };
+    if (c.end - c.p < 4) fail_at_escape("truncated \\u escape");
     std::uint32_t v = 0;
     for (int k = 0; k < 4; ++k) {
         int h = hex_value(c.p[k]);
-        if (h < 0) c.fail("invalid \\u escape: expected 4 hex digits");
+        if (h < 0) fail_at_escape("invalid \\u escape: expected 4 hex digits");
         v = v * 16 + static_cast<std::uint32_t>(h);
     }
     c.p += 4;
     return v;
 }
 
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
 // Parses a string starting at the opening quote; decodes into `out` when non-null. Python accepts
 // lone surrogates and fails only when such text is encoded to UTF-8, which Megatron does for the
-// tokenized fields alone: with `text` set they are an error, elsewhere they pass (kept as WTF-8).
-void parse_string(Cursor& c, std::string* out, bool text = false) {
+// tokenized fields alone; they are kept (as WTF-8) and the offset of the first one is stored in
+// `*lone_surrogate_at` when given, for the caller to reject once it knows the field is used.
+void parse_string(Cursor& c, std::string* out, std::size_t* lone_surrogate_at = nullptr) {
+    const char* const open_quote = c.p;
+    auto unterminated = [&] {
+        c.p = open_quote;  // as Python: "Unterminated string starting at"
+        c.fail("unterminated string");
+    };
     ++c.p;  // opening quote
     for (;;) {
         // Copy a run of plain bytes.
@@ -141,7 +153,7 @@ void parse_string(Cursor& c, std::string* out, bool text = false) {
             }
             if (out) out->append(chunk);
         }
-        if (c.at_end()) c.fail("unterminated string");
+        if (c.at_end()) unterminated();
         char ch = *c.p;
         if (ch == '"') {
             ++c.p;
@@ -149,7 +161,7 @@ void parse_string(Cursor& c, std::string* out, bool text = false) {
         }
         if (ch != '\\') c.fail("invalid control character " + describe(ch) + " in string (must be escaped)");
         ++c.p;
-        if (c.at_end()) c.fail("unterminated string");
+        if (c.at_end()) unterminated();
         char e = *c.p++;
         switch (e) {
             case '"': if (out) *out += '"'; break;
@@ -162,13 +174,15 @@ void parse_string(Cursor& c, std::string* out, bool text = false) {
             case 't': if (out) *out += '\t'; break;
             case 'u': {
                 const char* esc = c.p - 2;
-                std::uint32_t cp = read_hex4(c);
+                std::uint32_t cp = read_hex4(c, esc);
+                bool lone = cp >= 0xDC00 && cp <= 0xDFFF;
                 if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    // A high surrogate combines with an immediately following low one.
+                    // A high surrogate combines with an immediately following low one. Python
+                    // reads the second escape whenever one follows, so a bad one is an error.
                     if (c.end - c.p >= 6 && c.p[0] == '\\' && c.p[1] == 'u') {
                         Cursor look = c;
                         look.p += 2;
-                        std::uint32_t lo = read_hex4(look);
+                        std::uint32_t lo = read_hex4(look, c.p);
                         if (lo >= 0xDC00 && lo <= 0xDFFF) {
                             c.p = look.p;
                             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
@@ -176,14 +190,10 @@ void parse_string(Cursor& c, std::string* out, bool text = false) {
                             break;
                         }
                     }
-                    if (text) {
-                        c.p = esc;
-                        c.fail("lone surrogate \\u" + std::string(esc + 2, 4) + " cannot be encoded as UTF-8");
-                    }
-                } else if (cp >= 0xDC00 && cp <= 0xDFFF && text) {
-                    c.p = esc;
-                    c.fail("lone surrogate \\u" + std::string(esc + 2, 4) + " cannot be encoded as UTF-8");
+                    lone = true;
                 }
+                if (lone && lone_surrogate_at && *lone_surrogate_at == kNone)
+                    *lone_surrogate_at = static_cast<std::size_t>(esc - c.begin);
                 if (out) append_utf8(*out, cp);
                 break;
             }
@@ -224,10 +234,20 @@ void parse_number(Cursor& c) {
     }
 }
 
-void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind);
+// What the top-level object held for one requested key (its last occurrence, as Python's dict).
+struct FieldState {
+    bool found = false;
+    char kind = 0;                 // 's' string, 'o' object, 'a' array, 'n' null, 'b' bool, 'd' number
+    std::size_t value_at = 0;      // offset of the value
+    std::size_t lone_surrogate_at = kNone;
+};
 
+void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind, std::size_t* lone_surrogate_at);
+
+// Parses an object starting at '{'. For the top-level object `keys` is given: the values of those
+// keys are decoded into `values` and described in `fields`; all other values are only validated.
 void parse_object_body(Cursor& c, int depth, const std::vector<std::string>* keys,
-                       std::vector<std::string>* values, std::vector<char>* found, std::string& key) {
+                       std::vector<std::string>* values, std::vector<FieldState>* fields, std::string& key) {
     ++c.p;  // '{'
     c.skip_ws();
     if (c.peek() == '}') {
@@ -247,22 +267,16 @@ void parse_object_body(Cursor& c, int depth, const std::vector<std::string>* key
             for (std::size_t i = 0; i < keys->size(); ++i)
                 if ((*keys)[i] == key) target = i;
         if (keys && target < keys->size()) {
-            char kind = 0;
+            // A later duplicate replaces this one, so nothing about the value is an error yet.
+            FieldState& f = (*fields)[target];
+            f = FieldState{};
+            f.found = true;
+            f.value_at = static_cast<std::size_t>(c.p - c.begin);
             std::string& v = (*values)[target];
             v.clear();
-            const char* at = c.p;
-            parse_value(c, depth + 1, &v, &kind);
-            if (kind != 's') {
-                Cursor err = c;
-                err.p = at;
-                err.fail("field '" + key + "' is " +
-                         (kind == 'o' ? std::string("an object") : kind == 'a' ? std::string("an array")
-                          : kind == 'n' ? std::string("null") : kind == 'b' ? std::string("a boolean")
-                          : std::string("a number")) + ", expected a string");
-            }
-            (*found)[target] = 1;
+            parse_value(c, depth + 1, &v, &f.kind, &f.lone_surrogate_at);
         } else {
-            parse_value(c, depth + 1, nullptr, nullptr);
+            parse_value(c, depth + 1, nullptr, nullptr, nullptr);
         }
         c.skip_ws();
         if (c.peek() == ',') {
@@ -278,7 +292,7 @@ void parse_object_body(Cursor& c, int depth, const std::vector<std::string>* key
     }
 }
 
-void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind) {
+void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind, std::size_t* lone_surrogate_at) {
     if (depth > kMaxDepth) c.fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
     c.skip_ws();
     if (c.at_end()) c.fail("expected a value, found the end of the line");
@@ -286,7 +300,7 @@ void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind) 
     char kind;
     if (ch == '"') {
         kind = 's';
-        parse_string(c, out_string, out_string != nullptr);
+        parse_string(c, out_string, lone_surrogate_at);
     } else if (ch == '{') {
         kind = 'o';
         std::string key;
@@ -299,7 +313,7 @@ void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind) 
             ++c.p;
         } else {
             for (;;) {
-                parse_value(c, depth + 1, nullptr, nullptr);
+                parse_value(c, depth + 1, nullptr, nullptr, nullptr);
                 c.skip_ws();
                 if (c.peek() == ',') {
                     ++c.p;
@@ -327,32 +341,47 @@ void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind) 
     if (out_kind) *out_kind = kind;
 }
 
+const char* kind_name(char kind) {
+    switch (kind) {
+        case 'o': return "an object";
+        case 'a': return "an array";
+        case 'n': return "null";
+        case 'b': return "a boolean";
+        default: return "a number";
+    }
+}
+
 }  // namespace
 
 JsonLineParser::JsonLineParser(std::vector<std::string> keys) : keys_(std::move(keys)) {}
 
 void JsonLineParser::parse(std::string_view line, std::vector<std::string>& values) {
     values.resize(keys_.size());
-    std::vector<char> found(keys_.size(), 0);
+    std::vector<FieldState> fields(keys_.size());
     Cursor c{line.data(), line.data(), line.data() + line.size()};
     c.skip_ws();
     if (c.at_end()) c.fail("empty line, expected a JSON object");
     if (c.peek() != '{') {
-        // Validate what it is, for a precise message.
+        // Validate what it is, for a precise message (a syntax error wins).
         char kind = 0;
         Cursor v = c;
-        try {
-            parse_value(v, 0, nullptr, &kind);
-        } catch (const JsonError&) {
-            throw;
-        }
+        parse_value(v, 0, nullptr, &kind, nullptr);
         c.fail("expected a JSON object, found " + std::string(kind == 'a' ? "an array" : kind == 's' ? "a string" : "a scalar"));
     }
-    parse_object_body(c, 0, &keys_, &values, &found, scratch_);
+    parse_object_body(c, 0, &keys_, &values, &fields, scratch_);
     c.skip_ws();
     if (!c.at_end()) c.fail("extra data after the JSON object: " + describe(c.peek()));
-    for (std::size_t i = 0; i < keys_.size(); ++i)
-        if (!found[i]) throw JsonError(0, "field '" + keys_[i] + "' not found");
+    // Only now, as Megatron looks the keys up after json.loads, in --json-keys order.
+    for (std::size_t i = 0; i < keys_.size(); ++i) {
+        const FieldState& f = fields[i];
+        if (!f.found) throw JsonError(0, "field '" + keys_[i] + "' not found");
+        if (f.kind != 's')
+            throw JsonError(f.value_at, "field '" + keys_[i] + "' is " + kind_name(f.kind) + ", expected a string");
+        if (f.lone_surrogate_at != kNone)
+            throw JsonError(f.lone_surrogate_at, "lone surrogate \\" +
+                                                     std::string(line.substr(f.lone_surrogate_at + 1, 5)) +
+                                                     " in field '" + keys_[i] + "' cannot be encoded as UTF-8");
+    }
 }
 
 }  // namespace mds

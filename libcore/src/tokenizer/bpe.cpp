@@ -75,9 +75,11 @@ BpeModel::BpeModel(const BpeConfig& config) : ignore_merges_(config.ignore_merge
         vocab_[token] = id;
         max_id_ = std::max(max_id_, id);
     }
-    id_to_token_.resize(static_cast<std::size_t>(max_id_ + 1));
+    // Keyed by id, not indexed: ids come from the file and may be anything up to 2^31 - 1, so a
+    // table sized by the largest id could ask for tens of GiB (and max_id_ + 1 could overflow).
+    id_to_token_.reserve(vocab_.size());
     for (const auto& [token, id] : vocab_)
-        if (id >= 0) id_to_token_[static_cast<std::size_t>(id)] = token;
+        if (id >= 0) id_to_token_[id] = token;
 
     const auto& bytes = byte_symbols();
     for (int b = 0; b < 256; ++b) byte_sym_[static_cast<std::size_t>(b)] = symbol(bytes[static_cast<std::size_t>(b)]);
@@ -132,8 +134,8 @@ std::int32_t BpeModel::token_id(std::string_view token) const {
 
 const std::string& BpeModel::token_string(std::int32_t id) const {
     static const std::string empty;
-    if (id < 0 || static_cast<std::size_t>(id) >= id_to_token_.size()) return empty;
-    return id_to_token_[static_cast<std::size_t>(id)];
+    auto it = id_to_token_.find(id);
+    return it == id_to_token_.end() ? empty : it->second;
 }
 
 void BpeModel::encode_piece_reference(std::string_view piece, std::vector<std::int32_t>& out) const {

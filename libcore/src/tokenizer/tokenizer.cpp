@@ -21,8 +21,81 @@ json parse_json_file(const std::string& path, const char* what) {
         return json::parse(text);
     } catch (const json::parse_error& e) {
         throw Error(path + ": not a valid " + what + " (JSON error at byte " + std::to_string(e.byte) + ")");
+    } catch (const json::exception& e) {  // e.g. out_of_range for a number beyond double, 1e400
+        throw Error(path + ": not a valid " + what + " (" + e.what() + ")");
     }
 }
+
+// True when v has containers nested more than `levels` deep; recurses at most `levels` times.
+bool nested_deeper_than(const json& v, int levels) {
+    if (!v.is_structured()) return false;
+    if (levels == 0) return true;
+    for (const json& e : v)
+        if (nested_deeper_than(e, levels - 1)) return true;
+    return false;
+}
+
+// The first 200 characters of v as JSON, for messages. dump() recurses once per level, so a
+// deeply nested value (a few MB of "[[[[...") would overflow the stack: such a value is only named.
+std::string short_dump(const json& v) {
+    if (nested_deeper_than(v, 32)) return std::string("(") + v.type_name() + " nested deeper than 32 levels)";
+    return v.dump().substr(0, 200);
+}
+
+// tokenizer.json is user input: its fields are read through these, which check the type, so a
+// wrong type is an mds::Error naming the field rather than a nlohmann exception. A null field
+// counts as absent, as in Hugging Face's serde defaults.
+class JsonFields {
+public:
+    explicit JsonFields(const std::string& path) : path_(path) {}
+
+    // obj[key], or nullptr when obj is not an object, lacks key, or holds null there.
+    static const json* find(const json& obj, const char* key) {
+        if (!obj.is_object()) return nullptr;
+        auto it = obj.find(key);
+        return it == obj.end() || it->is_null() ? nullptr : &*it;
+    }
+    std::string string(const json& obj, const char* key, const std::string& where, std::string fallback = "") const {
+        const json* v = find(obj, key);
+        if (!v) return fallback;
+        if (!v->is_string()) wrong_type(where, key, "a string", *v);
+        return v->get<std::string>();
+    }
+    bool boolean(const json& obj, const char* key, const std::string& where, bool fallback) const {
+        const json* v = find(obj, key);
+        if (!v) return fallback;
+        if (!v->is_boolean()) wrong_type(where, key, "a boolean", *v);
+        return v->get<bool>();
+    }
+    double number(const json& obj, const char* key, const std::string& where, double fallback) const {
+        const json* v = find(obj, key);
+        if (!v) return fallback;
+        if (!v->is_number()) wrong_type(where, key, "a number", *v);
+        return v->get<double>();
+    }
+    std::int32_t id(const json& obj, const char* key, const std::string& where) const {
+        const json* v = find(obj, key);
+        // (an unsigned value above INT64_MAX reads as negative here, so it is rejected too)
+        if (!v || !v->is_number_integer() || v->get<std::int64_t>() < 0 || v->get<std::int64_t>() > INT32_MAX)
+            throw Error(path_ + ": " + where + "." + key + " is " + (v ? short_dump(*v) : std::string("missing")) +
+                        ", expected an integer in [0, 2^31)");
+        return v->get<std::int32_t>();
+    }
+    // The array obj[key] (empty when absent); anything else there is an error.
+    const json& array(const json& obj, const char* key, const std::string& where) const {
+        static const json empty = json::array();
+        const json* v = find(obj, key);
+        if (!v) return empty;
+        if (!v->is_array()) wrong_type(where, key, "an array", *v);
+        return *v;
+    }
+
+private:
+    [[noreturn]] void wrong_type(const std::string& where, const char* key, const char* expected, const json& v) const {
+        throw Error(path_ + ": " + where + "." + key + " is " + v.type_name() + ", expected " + expected);
+    }
+    const std::string& path_;
+};
 
 std::vector<std::pair<std::string, std::int32_t>> vocab_from_json(const json& v, const std::string& path) {
     if (!v.is_object()) throw Error(path + ": expected a JSON object mapping token strings to ids");
@@ -30,7 +103,7 @@ std::vector<std::pair<std::string, std::int32_t>> vocab_from_json(const json& v,
     vocab.reserve(v.size());
     for (const auto& [token, id] : v.items()) {
         if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > INT32_MAX)
-            throw Error(path + ": token " + json(token).dump() + " has id " + id.dump() + ", expected an integer in [0, 2^31)");
+            throw Error(path + ": token " + json(token).dump() + " has id " + short_dump(id) + ", expected an integer in [0, 2^31)");
         vocab.emplace_back(token, id.get<std::int32_t>());
     }
     return vocab;
@@ -94,22 +167,27 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& vocab_path, const std::s
 Tokenizer Tokenizer::from_hf_json(const std::string& path) {
     json j = parse_json_file(path, "tokenizer.json");
     auto fail = [&](const std::string& what) { throw Error(path + ": " + what); };
-    if (!j.is_object() || !j.contains("model")) fail("not a Hugging Face tokenizer.json (no \"model\")");
-    const json& model = j["model"];
-    if (model.value("type", std::string("BPE")) != "BPE")
-        fail("model type " + model.value("type", std::string()) + " is not supported (only byte-level BPE)");
-    if (j.contains("normalizer") && !j["normalizer"].is_null())
-        fail("normalizer " + j["normalizer"].value("type", std::string("?")) + " is not supported (only none)");
-    if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0)
-        fail("BPE dropout is not supported");
+    const JsonFields get(path);
+    const json* model_ptr = JsonFields::find(j, "model");
+    if (!model_ptr) fail("not a Hugging Face tokenizer.json (no \"model\")");
+    const json& model = *model_ptr;
+    if (!model.is_object()) fail(std::string("model is ") + model.type_name() + ", expected an object");
+    if (get.string(model, "type", "model", "BPE") != "BPE")
+        fail("model type " + get.string(model, "type", "model") + " is not supported (only byte-level BPE)");
+    if (const json* normalizer = JsonFields::find(j, "normalizer"))
+        fail("normalizer " + (normalizer->is_object() ? get.string(*normalizer, "type", "normalizer", "?") : std::string("?")) +
+             " is not supported (only none)");
+    if (get.number(model, "dropout", "model", 0.0) != 0.0) fail("BPE dropout is not supported");
     for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
-        if (model.contains(k) && !model[k].is_null() && !model[k].get<std::string>().empty())
-            fail(std::string(k) + " is not supported for byte-level BPE");
-    if (model.value("byte_fallback", false)) fail("byte_fallback is not supported");
+        if (!get.string(model, k, "model").empty()) fail(std::string(k) + " is not supported for byte-level BPE");
+    if (get.boolean(model, "byte_fallback", "model", false)) fail("byte_fallback is not supported");
 
     BpeConfig cfg;
-    cfg.vocab = vocab_from_json(model.value("vocab", json::object()), path + " (model.vocab)");
-    const json& merges = model.value("merges", json::array());
+    // References, not copies, here and below: copying a json recurses once per nesting level.
+    static const json no_vocab = json::object();
+    const json* vocab = JsonFields::find(model, "vocab");
+    cfg.vocab = vocab_from_json(vocab ? *vocab : no_vocab, path + " (model.vocab)");
+    const json& merges = get.array(model, "merges", "model");
     for (std::size_t i = 0; i < merges.size(); ++i) {
         const json& m = merges[i];
         if (m.is_string()) {
@@ -124,11 +202,11 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path) {
             fail("merge " + std::to_string(i) + " is neither \"a b\" nor [\"a\", \"b\"]");
         }
     }
-    cfg.ignore_merges = model.value("ignore_merges", false);
+    cfg.ignore_merges = get.boolean(model, "ignore_merges", "model", false);
     cfg.unknown_id = -1;
-    if (model.contains("unk_token") && model["unk_token"].is_string()) {
+    if (const json* unk = JsonFields::find(model, "unk_token"); unk && unk->is_string()) {
         auto it = std::find_if(cfg.vocab.begin(), cfg.vocab.end(),
-                               [&](const auto& e) { return e.first == model["unk_token"].get<std::string>(); });
+                               [&](const auto& e) { return e.first == unk->get_ref<const std::string&>(); });
         if (it != cfg.vocab.end()) cfg.unknown_id = it->second;
     }
     std::set<std::string_view> tokens;
@@ -140,41 +218,56 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path) {
 
     Tokenizer t;
     // Pre-tokenizer: ByteLevel(use_regex) alone, or BLOOM's Split + ByteLevel(use_regex=false).
-    const json pre = j.value("pre_tokenizer", json());
-    auto byte_level = [&](const json& p, bool& use_regex) {
-        t.add_prefix_space_ = p.value("add_prefix_space", false);
-        use_regex = p.value("use_regex", true);
+    static const json absent;  // null
+    const json* pre_ptr = JsonFields::find(j, "pre_tokenizer");
+    const json& pre = pre_ptr ? *pre_ptr : absent;
+    auto byte_level = [&](const json& p, const std::string& where, bool& use_regex) {
+        t.add_prefix_space_ = get.boolean(p, "add_prefix_space", where, false);
+        use_regex = get.boolean(p, "use_regex", where, true);
     };
-    if (pre.is_object() && pre.value("type", "") == "ByteLevel") {
+    // Only the type of a component decides whether it is supported; a wrong type elsewhere in it
+    // is an error naming the field.
+    auto type_of = [&](const json& p, const std::string& where) { return get.string(p, "type", where); };
+    if (type_of(pre, "pre_tokenizer") == "ByteLevel") {
         bool use_regex = true;
-        byte_level(pre, use_regex);
+        byte_level(pre, "pre_tokenizer", use_regex);
         t.pre_ = use_regex ? PreTokenizer::Gpt2 : PreTokenizer::Whole;
-    } else if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.value("pretokenizers", json::array()).size() == 2) {
+    } else if (type_of(pre, "pre_tokenizer") == "Sequence" &&
+               get.array(pre, "pretokenizers", "pre_tokenizer").size() == 2) {
         const json& split = pre["pretokenizers"][0];
         const json& bl = pre["pretokenizers"][1];
         bool use_regex = true;
-        if (bl.value("type", "") == "ByteLevel") byte_level(bl, use_regex);
+        if (type_of(bl, "pre_tokenizer.pretokenizers[1]") == "ByteLevel")
+            byte_level(bl, "pre_tokenizer.pretokenizers[1]", use_regex);
         const std::string bloom_pattern = " ?[^(\\s|[.,!?…。，、।۔،])]+";
-        if (split.value("type", "") != "Split" || bl.value("type", "") != "ByteLevel" || use_regex ||
-            split.value("pattern", json::object()).value("Regex", "") != bloom_pattern ||
-            split.value("behavior", "") != "Isolated" || split.value("invert", false))
-            fail("pre_tokenizer " + pre.dump().substr(0, 200) + " is not supported (supported: ByteLevel, "
+        const json* pattern = JsonFields::find(split, "pattern");
+        const std::string where = "pre_tokenizer.pretokenizers[0]";
+        if (type_of(split, where) != "Split" || type_of(bl, "pre_tokenizer.pretokenizers[1]") != "ByteLevel" || use_regex ||
+            !pattern || get.string(*pattern, "Regex", where + ".pattern") != bloom_pattern ||
+            get.string(split, "behavior", where) != "Isolated" || get.boolean(split, "invert", where, false))
+            fail("pre_tokenizer " + short_dump(pre) + " is not supported (supported: ByteLevel, "
                  "and BLOOM's Sequence[Split(" + bloom_pattern + ", Isolated), ByteLevel(use_regex=false)])");
         t.pre_ = PreTokenizer::Bloom;
     } else {
-        fail("pre_tokenizer " + (pre.is_null() ? std::string("null") : pre.dump().substr(0, 200)) +
+        fail("pre_tokenizer " + short_dump(pre) +
              " is not supported (supported: ByteLevel, and BLOOM's Split + ByteLevel)");
     }
-    const json post = j.value("post_processor", json());
-    if (!post.is_null() && post.value("type", "") != "ByteLevel")
-        fail("post_processor " + post.value("type", std::string("?")) + " is not supported (only ByteLevel or none)");
+    if (const json* post = JsonFields::find(j, "post_processor"); post && type_of(*post, "post_processor") != "ByteLevel")
+        fail("post_processor " + (post->is_object() ? get.string(*post, "type", "post_processor", "?") : std::string("?")) +
+             " is not supported (only ByteLevel or none)");
 
     std::set<std::int32_t> ids;
     for (const auto& e : cfg.vocab) ids.insert(e.second);
-    for (const json& a : j.value("added_tokens", json::array())) {
-        if (a.value("single_word", false) || a.value("lstrip", false) || a.value("rstrip", false))
-            fail("added token " + a.value("content", std::string()) + " uses single_word/lstrip/rstrip, which are not supported");
-        AddedToken tok{a.value("content", std::string()), a.value("id", 0), a.value("special", false)};
+    const json& added = get.array(j, "added_tokens", "tokenizer.json");
+    for (std::size_t i = 0; i < added.size(); ++i) {
+        const json& a = added[i];
+        const std::string where = "added_tokens[" + std::to_string(i) + "]";
+        if (!a.is_object()) fail(where + " is " + a.type_name() + ", expected an object");
+        const std::string content = get.string(a, "content", where);
+        if (get.boolean(a, "single_word", where, false) || get.boolean(a, "lstrip", where, false) ||
+            get.boolean(a, "rstrip", where, false))
+            fail("added token " + content + " uses single_word/lstrip/rstrip, which are not supported");
+        AddedToken tok{content, get.id(a, "id", where), get.boolean(a, "special", where, false)};
         if (tok.content.empty()) fail("an added token has empty content");
         ids.insert(tok.id);
         t.added_.push_back(std::move(tok));

@@ -55,7 +55,7 @@ private:
     std::int32_t finish_symbol(std::int32_t sym) const { return sym_token_[static_cast<std::size_t>(sym)]; }
 
     std::unordered_map<std::string, std::int32_t> vocab_;
-    std::vector<std::string> id_to_token_;
+    std::unordered_map<std::int32_t, std::string> id_to_token_;  // sparse: ids are whatever the file says
     std::int32_t max_id_ = -1;
     std::unordered_map<std::string, std::int32_t> sym_ids_;
     std::vector<std::string> sym_strings_;

@@ -1,5 +1,5 @@
 # The CUDA path. MDS_CUDA=AUTO turns it on when LibTorch is a CUDA build and a GPU driver is present
-# at configure time... but kernels/ is compiled with nvcc whenever nvcc exists (MDS_KERNELS_NVCC),
+# at configure time. kernels/ is compiled with nvcc whenever nvcc exists (MDS_KERNELS_NVCC),
 # so CUDA code cannot rot unseen on machines without a GPU.
 set(MDS_CUDA_ENABLED OFF)
 find_program(MDS_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
@@ -8,6 +8,8 @@ if(MDS_CUDA STREQUAL "ON")
 elseif(MDS_CUDA STREQUAL "AUTO" AND MDS_TORCH_CUDA AND EXISTS "/dev/nvidiactl")
   set(MDS_CUDA_ENABLED ON)
 endif()
+# Torch's CMake enables CUDA itself for CUDA builds of LibTorch; nvcc takes C++17 at most here.
+set(CMAKE_CUDA_STANDARD 17)
 set(MDS_BUILD_CUDA_KERNELS OFF)
 if(MDS_KERNELS_NVCC STREQUAL "ON" OR MDS_CUDA_ENABLED OR (MDS_KERNELS_NVCC STREQUAL "AUTO" AND MDS_NVCC))
   if(NOT MDS_NVCC)
@@ -18,7 +20,6 @@ if(MDS_KERNELS_NVCC STREQUAL "ON" OR MDS_CUDA_ENABLED OR (MDS_KERNELS_NVCC STREQ
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
   enable_language(CUDA)
-  set(CMAKE_CUDA_STANDARD 17)
   set(MDS_BUILD_CUDA_KERNELS ON)
 endif()
 message(STATUS "mds: CUDA path ${MDS_CUDA_ENABLED}; kernels compiled with nvcc: ${MDS_BUILD_CUDA_KERNELS}")

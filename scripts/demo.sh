@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's main job, offline on a fresh machine after scripts/setup.sh: train a byte-level BPE
 # tokenizer (vocabulary 8192) on the bundled corpus (data/sample: Python 3.11 standard-library
-# docstrings, PSF License), tokenize the corpus with it into a Megatron indexed dataset, and check
-# that the dataset decodes back to the text.
+# docstrings, PSF License), tokenize the corpus with it into a Megatron indexed dataset, check
+# that the dataset decodes back to the text, and prebuild the sample index a training would use.
 #   scripts/demo.sh [WORK_DIR]     outputs under WORK_DIR (default ./demo-out, or $MDS_DEMO_DIR)
 #   MDS_BUILD_DIR=dir              binaries from dir/bin (default: build, as scripts/setup.sh)
 #   MDS_WORKERS=N                  threads (default: nproc)
@@ -17,7 +17,7 @@ workers=${MDS_WORKERS:-$(nproc)}
 corpus=$root/data/sample/corpus.jsonl.zst
 python=${MDS_DEMO_PYTHON:-python3}
 
-for exe in mds-tokenizer-train mds-preprocess; do
+for exe in mds-tokenizer-train mds-preprocess mds-sample-index; do
   if [[ ! -x $bin/$exe ]]; then
     echo "demo: $bin/$exe not found: run scripts/setup.sh first (or set MDS_BUILD_DIR)" >&2
     exit 1
@@ -37,6 +37,10 @@ echo "demo: tokenizing the corpus into a Megatron dataset" >&2
 "$bin/mds-preprocess" --input "$corpus" --output-prefix "$work/sample" \
     --vocab-file "$work/tokenizer/vocab.json" --merge-file "$work/tokenizer/merges.txt" \
     --append-eod --workers "$workers" --progress off --json > "$work/preprocess.json"
+
+echo "demo: building the GPT sample index Megatron would build for 200 iterations of 8 x 512 tokens" >&2
+"$bin/mds-sample-index" --data-path "$work/sample_text_document" --seq-length 512 --train-iters 200 \
+    --global-batch-size 8 --split 90,8,2 --eval-interval 100 --eval-iters 5 2> "$work/sample-index.txt"
 
 # The summary, and the first document read back from the .bin/.idx (specs/data.md §1) and decoded
 # with vocab.json (§3.2), compared with the first record of the corpus.
@@ -90,6 +94,8 @@ print("  | " + shown.replace("\n", "\n  | "))
 if text != first:
     sys.exit("demo: FAIL: the first document does not decode to the first record of the corpus")
 print("check       decoded text == first record of the corpus: OK")
+print("sample index (mds-sample-index):")
+print("  " + open(os.path.join(work, "sample-index.txt")).read().strip().replace("\n", "\n  "))
 print(f"train with  --data-path {prefix} --vocab-file {work}/tokenizer/vocab.json "
       f"--merge-file {work}/tokenizer/merges.txt")
 EOF

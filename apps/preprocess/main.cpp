@@ -48,14 +48,15 @@ int main(int argc, char** argv) {
     return mds::run_tool("mds-preprocess", [&]() -> int {
         mds::data::PreprocessOptions opt;
         std::vector<std::string> datasets;
-        std::string tokenizer_type, dataset_impl = "mmap", progress = "auto";
-        bool quiet = false, json = false, split_sentences = false;
+        std::string tokenizer_type, dataset_impl = "mmap";
+        mds::ProgressFlags progress;
+        bool json = false, split_sentences = false;
         int make_vocab_divisible = 128;
 
         CLI::App app{"Tokenize jsonl documents into a Megatron indexed dataset ({prefix}_{key}_document.bin/.idx),\n"
                      "byte-identical to Megatron-DeepSpeed's tools/preprocess_data.py; or merge datasets (--datasets).",
                      "mds-preprocess"};
-        app.set_version_flag("--version", "mds-preprocess 0.1.0");
+        mds::add_version_flag(app, "mds-preprocess");
         app.option_defaults()->group("Input and output");
         app.add_option("--input", opt.inputs, "Input .jsonl or .jsonl.zst (zstd detected by content); - reads stdin. "
                                               "Repeat to concatenate several files in order")->type_name("FILE");
@@ -84,14 +85,8 @@ int main(int argc, char** argv) {
         app.option_defaults()->group("Execution");
         app.add_option("--workers", opt.workers, "Tokenizing threads; the output does not depend on it")
             ->default_str("1")->check(CLI::Range(1u, 1024u));
-        app.add_flag("--skip-bad-lines", opt.skip_bad_lines, "Skip and count malformed lines (bad JSON, invalid UTF-8, "
-                                                             "missing or non-string key) instead of stopping");
-        app.add_option("--progress", progress, "Progress display: auto (bar on a terminal, lines otherwise), bar, "
-                                               "lines, off")->check(CLI::IsMember({"auto", "bar", "lines", "off"}))
-            ->default_str("auto");
-        app.add_option("--progress-interval", opt.progress_interval_s, "Seconds between plain progress lines")
-            ->default_str("30")->check(CLI::PositiveNumber);
-        mds::add_quiet_flag(app, quiet);
+        mds::add_skip_bad_lines_flag(app, opt.skip_bad_lines);
+        mds::add_progress_flags(app, progress);
         mds::add_json_flag(app, json);
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
 
@@ -102,11 +97,9 @@ int main(int argc, char** argv) {
         if (tokenizer_type == "PretrainedFromHF" && opt.tokenizer_file.empty())
             throw mds::UsageError("--tokenizer-type PretrainedFromHF needs --tokenizer-file (a tokenizer.json)");
         if (opt.output_prefix.empty()) throw mds::UsageError("--output-prefix is required");
-        opt.progress = progress == "bar"   ? mds::Progress::Mode::Bar
-                       : progress == "lines" ? mds::Progress::Mode::Lines
-                       : progress == "off"   ? mds::Progress::Mode::Off
-                                             : mds::Progress::Mode::Auto;
-        if (quiet) opt.progress = mds::Progress::Mode::Off;
+        opt.progress = progress.resolved();
+        opt.progress_interval_s = progress.interval_s;
+        const bool quiet = progress.quiet;
 
         if (!datasets.empty()) {
             if (!opt.inputs.empty()) throw mds::UsageError("--datasets (merge) and --input cannot be used together");

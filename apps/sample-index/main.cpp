@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
                      "for every --data-path dataset and train/valid/test split, where Megatron's rank 0 would write\n"
                      "them; files that exist are checked and kept. Optionally print a training sample.",
                      "mds-sample-index"};
-        app.set_version_flag("--version", "mds-sample-index 0.1.0");
+        mds::add_version_flag(app, "mds-sample-index");
         app.option_defaults()->group("Data (Megatron flags)");
         app.add_option("--data-path", opt.data_path, "Dataset prefix (PREFIX.bin/.idx), or weight/prefix pairs to "
                                                      "blend: W1 PREFIX1 W2 PREFIX2 ...")

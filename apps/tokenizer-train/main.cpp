@@ -48,14 +48,14 @@ void print_summary(const mds::tok::TokenizerTrainSummary& s, const mds::tok::Tok
 int main(int argc, char** argv) {
     return mds::run_tool("mds-tokenizer-train", [&]() -> int {
         mds::tok::TokenizerTrainOptions opt;
-        std::string progress = "auto";
-        bool quiet = false, json = false, no_hf_json = false;
+        mds::ProgressFlags progress;
+        bool json = false, no_hf_json = false;
 
         CLI::App app{"Train a byte-level BPE tokenizer (GPT-2 pre-tokenization and byte symbols) on jsonl documents.\n"
                      "Writes vocab.json and merges.txt (for --vocab-file/--merge-file of mds-preprocess and Megatron)\n"
                      "and tokenizer.json (Hugging Face) into --output-dir.",
                      "mds-tokenizer-train"};
-        app.set_version_flag("--version", "mds-tokenizer-train 0.1.0");
+        mds::add_version_flag(app, "mds-tokenizer-train");
         app.option_defaults()->group("Input and output");
         app.add_option("--input", opt.inputs, "Input .jsonl or .jsonl.zst (zstd detected by content); - reads stdin. "
                                               "Repeat to read several files")->type_name("FILE")->required();
@@ -77,23 +77,15 @@ int main(int argc, char** argv) {
         app.option_defaults()->group("Execution");
         app.add_option("--workers", opt.workers, "Counting threads; the output does not depend on it")
             ->default_str("1")->type_name("N")->check(CLI::Range(1u, 1024u));
-        app.add_flag("--skip-bad-lines", opt.skip_bad_lines, "Skip and count malformed lines (bad JSON, invalid UTF-8, "
-                                                             "missing or non-string key) instead of stopping");
-        app.add_option("--progress", progress, "Progress display: auto (bar on a terminal, lines otherwise), bar, "
-                                               "lines, off")->check(CLI::IsMember({"auto", "bar", "lines", "off"}))
-            ->default_str("auto");
-        app.add_option("--progress-interval", opt.progress_interval_s, "Seconds between plain progress lines")
-            ->default_str("30")->check(CLI::PositiveNumber);
-        mds::add_quiet_flag(app, quiet);
+        mds::add_skip_bad_lines_flag(app, opt.skip_bad_lines);
+        mds::add_progress_flags(app, progress);
         mds::add_json_flag(app, json);
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
 
         opt.write_hf_json = !no_hf_json;
-        opt.progress = progress == "bar"     ? mds::Progress::Mode::Bar
-                       : progress == "lines" ? mds::Progress::Mode::Lines
-                       : progress == "off"   ? mds::Progress::Mode::Off
-                                             : mds::Progress::Mode::Auto;
-        if (quiet) opt.progress = mds::Progress::Mode::Off;
+        opt.progress = progress.resolved();
+        opt.progress_interval_s = progress.interval_s;
+        const bool quiet = progress.quiet;
 
         auto summary = mds::tok::train_tokenizer(opt);
         if (json)

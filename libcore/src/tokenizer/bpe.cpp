@@ -280,9 +280,21 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<std::int32_t>& o
 BpeEncoder::BpeEncoder(const BpeModel& model, std::size_t max_cached_pieces)
     : model_(model), max_pieces_(max_cached_pieces) {
     if (max_pieces_ == 0) return;
-    std::size_t cap = 64;
-    while (cap < max_pieces_ * 2) cap <<= 1;
-    slots_.resize(cap);
+    max_slots_ = 64;
+    while (max_slots_ < max_pieces_ * 2) max_slots_ <<= 1;
+    slots_.resize(std::min<std::size_t>(4096, max_slots_));  // grows on demand up to max_slots_
+}
+
+void BpeEncoder::grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    const std::size_t mask = slots_.size() - 1;
+    for (const Slot& s : old) {
+        if (s.hash == 0) continue;
+        std::size_t i = s.hash & mask;
+        while (slots_[i].hash != 0) i = (i + 1) & mask;
+        slots_[i] = s;
+    }
 }
 
 void BpeEncoder::encode_piece(std::string_view piece, std::vector<std::int32_t>& out) {
@@ -310,6 +322,10 @@ void BpeEncoder::encode_piece(std::string_view piece, std::vector<std::int32_t>&
         ids_.clear();
         count_ = 0;
         i = h & mask;
+    } else if ((count_ + 1) * 2 > slots_.size() && slots_.size() < max_slots_) {  // keep load <= 1/2
+        grow();
+        const std::size_t m = slots_.size() - 1;
+        for (i = h & m; slots_[i].hash != 0;) i = (i + 1) & m;
     }
     Slot& s = slots_[i];
     s.hash = h;

@@ -34,4 +34,30 @@ void add_json_flag(CLI::App& app, bool& json) {
     app.add_flag("--json", json, "Print the summary as one JSON object on stdout");
 }
 
+void add_version_flag(CLI::App& app, std::string_view tool) {
+    app.set_version_flag("--version", std::string(tool) + " " + MDS_VERSION);
+}
+
+void add_skip_bad_lines_flag(CLI::App& app, bool& skip) {
+    app.add_flag("--skip-bad-lines", skip, "Skip and count malformed lines (bad JSON, invalid UTF-8, missing or "
+                                           "non-string key) instead of stopping");
+}
+
+Progress::Mode ProgressFlags::resolved() const {
+    if (quiet || mode == "off") return Progress::Mode::Off;
+    if (mode == "bar") return Progress::Mode::Bar;
+    if (mode == "lines") return Progress::Mode::Lines;
+    return Progress::Mode::Auto;
+}
+
+void add_progress_flags(CLI::App& app, ProgressFlags& flags) {
+    app.add_option("--progress", flags.mode, "Progress display: auto (bar on a terminal, lines otherwise), bar, lines, off")
+        ->check(CLI::IsMember({"auto", "bar", "lines", "off"}))
+        ->default_str("auto");
+    app.add_option("--progress-interval", flags.interval_s, "Seconds between plain progress lines")
+        ->default_str("30")
+        ->check(CLI::PositiveNumber);
+    add_quiet_flag(app, flags.quiet);
+}
+
 }  // namespace mds

@@ -79,8 +79,11 @@ private:
         std::uint64_t hash = 0;  // 0 = empty
         std::uint32_t key_off = 0, key_len = 0, ids_off = 0, ids_len = 0;
     };
+    void grow();
+
     const BpeModel& model_;
     std::size_t max_pieces_;
+    std::size_t max_slots_ = 0;
     std::vector<Slot> slots_;
     std::string keys_;
     std::vector<std::int32_t> ids_;

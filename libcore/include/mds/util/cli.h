@@ -5,6 +5,10 @@
 #include <CLI/CLI.hpp>  // CLI::App, CLI::ParseError
 
 #include <optional>
+#include <string>
+#include <string_view>
+
+#include "mds/util/progress.h"
 
 namespace mds {
 
@@ -16,5 +20,19 @@ std::optional<int> parse_cli(CLI::App& app, int argc, char** argv);
 void add_quiet_flag(CLI::App& app, bool& quiet);
 // --json: machine-readable summary on stdout.
 void add_json_flag(CLI::App& app, bool& json);
+// --version: prints "<tool> <mds version>".
+void add_version_flag(CLI::App& app, std::string_view tool);
+// --skip-bad-lines for tools that read jsonl.
+void add_skip_bad_lines_flag(CLI::App& app, bool& skip);
+
+// --progress MODE, --progress-interval S and -q/--quiet, for tools that do long work.
+struct ProgressFlags {
+    std::string mode = "auto";
+    double interval_s = 30.0;
+    bool quiet = false;
+    // The display to use after parsing: --quiet turns it off.
+    Progress::Mode resolved() const;
+};
+void add_progress_flags(CLI::App& app, ProgressFlags& flags);
 
 }  // namespace mds

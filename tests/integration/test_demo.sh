@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's main job (scripts/demo.sh) runs from the build tree and checks its own output.
+set -euo pipefail
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+out=$(MDS_BUILD_DIR="$MDS_BUILD_DIR" bash "$MDS_SOURCE_DIR/scripts/demo.sh" "$work/demo")
+echo "$out"
+grep -q "decoded text == first record of the corpus: OK" <<<"$out"
+grep -q "datasets: train" <<<"$out"
+for f in tokenizer/vocab.json tokenizer/merges.txt sample_text_document.bin sample_text_document.idx; do
+  [[ -s $work/demo/$f ]] || { echo "FAIL: $f missing"; exit 1; }
+done

@@ -27,7 +27,8 @@ def read_texts(path):
         data = subprocess.run(["zstd", "-dc", path], check=True, capture_output=True).stdout.decode("utf-8")
     else:
         data = open(path, encoding="utf-8").read()
-    return [json.loads(line)["text"] for line in data.splitlines() if line.strip()]
+    # split on "\n" only: texts may hold U+2028 or U+0085 raw, which str.splitlines() would cut at
+    return [json.loads(line)["text"] for line in data.split("\n") if line.strip()]
 
 
 # The reference measurements run in child processes so that each gets its own thread settings

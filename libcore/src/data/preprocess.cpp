@@ -114,13 +114,8 @@ tok::Tokenizer load_tokenizer(const PreprocessOptions& o) {
 }  // namespace
 
 PreprocessSummary preprocess(const PreprocessOptions& o) {
-    if (o.inputs.empty()) throw UsageError("no input: give --input FILE (.jsonl, .jsonl.zst or - for stdin)");
+    check_jsonl_flags(o.inputs, o.json_keys, o.workers);
     if (o.output_prefix.empty()) throw UsageError("--output-prefix is required");
-    if (o.json_keys.empty()) throw UsageError("--json-keys needs at least one key");
-    if (o.workers < 1) throw UsageError("--workers must be at least 1");
-    for (std::size_t i = 0; i < o.json_keys.size(); ++i)
-        for (std::size_t j = 0; j < i; ++j)
-            if (o.json_keys[i] == o.json_keys[j]) throw UsageError("--json-keys lists '" + o.json_keys[i] + "' twice");
     const tok::Tokenizer tokenizer = load_tokenizer(o);
     const DType dtype = dtype_for_vocab(tokenizer.vocab_size());
 

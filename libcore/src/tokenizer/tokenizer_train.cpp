@@ -173,13 +173,8 @@ std::vector<std::unique_ptr<CountWorker>> count_pieces(const TokenizerTrainOptio
 }  // namespace
 
 TokenizerTrainSummary train_tokenizer(const TokenizerTrainOptions& o) {
-    if (o.inputs.empty()) throw UsageError("no input: give --input FILE (.jsonl, .jsonl.zst or - for stdin)");
+    check_jsonl_flags(o.inputs, o.json_keys, o.workers);
     if (o.output_dir.empty()) throw UsageError("--output-dir is required");
-    if (o.json_keys.empty()) throw UsageError("--json-keys needs at least one key");
-    if (o.workers < 1) throw UsageError("--workers must be at least 1");
-    for (std::size_t i = 0; i < o.json_keys.size(); ++i)
-        for (std::size_t j = 0; j < i; ++j)
-            if (o.json_keys[i] == o.json_keys[j]) throw UsageError("--json-keys lists '" + o.json_keys[i] + "' twice");
     try {
         check_bpe_trainer_config(o.bpe);
     } catch (const Error& e) {

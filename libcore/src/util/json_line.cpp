@@ -384,4 +384,14 @@ void JsonLineParser::parse(std::string_view line, std::vector<std::string>& valu
     }
 }
 
+void check_jsonl_flags(const std::vector<std::string>& inputs, const std::vector<std::string>& json_keys,
+                       unsigned workers) {
+    if (inputs.empty()) throw UsageError("no input: give --input FILE (.jsonl, .jsonl.zst or - for stdin)");
+    if (json_keys.empty()) throw UsageError("--json-keys needs at least one key");
+    if (workers < 1) throw UsageError("--workers must be at least 1");
+    for (std::size_t i = 0; i < json_keys.size(); ++i)
+        for (std::size_t j = 0; j < i; ++j)
+            if (json_keys[i] == json_keys[j]) throw UsageError("--json-keys lists '" + json_keys[i] + "' twice");
+}
+
 }  // namespace mds

@@ -43,6 +43,11 @@ private:
     std::string scratch_;
 };
 
+// The checks every jsonl-reading tool makes of its flags (mds::UsageError naming the flag): at
+// least one --input, at least one --json-keys key and none twice, --workers >= 1.
+void check_jsonl_flags(const std::vector<std::string>& inputs, const std::vector<std::string>& json_keys,
+                       unsigned workers);
+
 // Length of the valid UTF-8 prefix of `s` (== s.size() when all of it is valid); strict as Python's
 // decoder: no overlong forms, no encoded surrogates, nothing above U+10FFFF.
 std::size_t utf8_valid_prefix(std::string_view s);

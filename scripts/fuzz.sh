@@ -17,19 +17,11 @@ if [[ ! $seconds =~ ^[1-9][0-9]*$ ]]; then
 fi
 export MDS_FUZZ_SECONDS=$seconds
 
-run() {
-  echo "+ $*" >&2
-  "$@"
-}
+source scripts/sanitizer-common.sh  # the working directory is the repository root
 
 start=$SECONDS
-# Debug keeps assert(); -O1 (what the sanitizer docs advise) and line tables only (-g1, enough for
-# symbolized stack traces) build about twice as fast as -O2 -g.
-build_type=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" "-DCMAKE_C_FLAGS_DEBUG=-O1 -g1")
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-run env CC=clang CXX=clang++ cmake -S . -B "$build" "${generator[@]}" "${build_type[@]}" \
-  -DMDS_FUZZ=ON -DMDS_SANITIZE=address,undefined -DMDS_TORCH=OFF -DMDS_KERNELS_NVCC=OFF -DMDS_BENCH=OFF
+run env CC=clang CXX=clang++ cmake -S . -B "$build" "${generator[@]}" "${sanitizer_build_type[@]}" \
+  -DMDS_FUZZ=ON "${sanitizer_common_args[@]}"
 run cmake --build "$build" -j "$jobs" --target mds_fuzz
 build_s=$((SECONDS - start))
 

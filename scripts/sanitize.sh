@@ -14,20 +14,12 @@ cd "$(dirname "$0")/.."
 build=${MDS_ASAN_BUILD_DIR:-build-asan}
 jobs=${MDS_JOBS:-$(nproc)}
 
-run() {
-  echo "+ $*" >&2
-  "$@"
-}
+source scripts/sanitizer-common.sh  # the working directory is the repository root
 
 start=$SECONDS
-# Debug keeps assert(); -O1 (what the sanitizer docs advise) and line tables only (-g1, enough for
-# symbolized stack traces) build about 2.5x faster than -O2 -g, most of all the CLI11 mains.
-build_type=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" "-DCMAKE_C_FLAGS_DEBUG=-O1 -g1")
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
 # shellcheck disable=SC2086  # MDS_CMAKE_ARGS is a list of words
-run cmake -S . -B "$build" "${generator[@]}" "${build_type[@]}" \
-  -DMDS_SANITIZE=address,undefined -DMDS_KERNELS_NVCC=OFF -DMDS_TORCH=OFF -DMDS_BENCH=OFF ${MDS_CMAKE_ARGS:-}
+run cmake -S . -B "$build" "${generator[@]}" "${sanitizer_build_type[@]}" \
+  "${sanitizer_common_args[@]}" ${MDS_CMAKE_ARGS:-}
 run cmake --build "$build" -j "$jobs"
 build_s=$((SECONDS - start))
 

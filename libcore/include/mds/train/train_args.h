@@ -1,0 +1,148 @@
+// TrainArgs: the command line of mds-train, with Megatron-DeepSpeed's flag names, defaults and
+// meaning (BigScience fork megatron/arguments.py), so a BigScience slurm script ports unchanged.
+// Flow: add_train_flags() + parse, then resolve_train_args() = DeepSpeed config + validate().
+// Megatron flags mds does not implement are declared too, and fail with a message naming them.
+#pragma once
+
+#include <CLI/CLI.hpp>  // CLI::App
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mds/optim/batch_size_rampup.h"   // NumMicroBatchesCalculator
+#include "mds/optim/optimizer_config.h"    // OptimizerConfig: optimizer, LR, batch, fp16/bf16, loss scale
+#include "mds/train/deepspeed_config.h"
+
+namespace mds::train {
+
+struct ModelArgs {
+    std::int64_t num_layers = 0;                         // --num-layers (required)
+    std::int64_t hidden_size = 0;                        // --hidden-size (required)
+    std::optional<std::int64_t> ffn_hidden_size;        // --ffn-hidden-size; default 4 × hidden
+    std::int64_t num_attention_heads = 0;                // --num-attention-heads (required)
+    std::int64_t seq_length = 0;                         // --seq-length (required)
+    std::optional<std::int64_t> max_position_embeddings; // --max-position-embeddings (required)
+    std::int64_t make_vocab_size_divisible_by = 128;     // --make-vocab-size-divisible-by
+    std::optional<std::int64_t> pad_vocab_size_to;       // --pad-vocab-size-to (BS: 250880 for BLOOM)
+    double init_method_std = 0.02;                       // --init-method-std
+    std::string position_embedding_type = "absolute";   // --position-embedding-type absolute|rotary|alibi
+    bool embed_layernorm = false;                        // --embed-layernorm (BLOOM)
+    double layernorm_epsilon = 1e-5;                     // --layernorm-epsilon
+    double attention_dropout = 0.1;                      // --attention-dropout
+    double hidden_dropout = 0.1;                         // --hidden-dropout
+    bool sync_tp_duplicated_parameters = false;          // --sync-tp-duplicated-parameters
+    bool checkpoint_activations = false;                 // --checkpoint-activations
+    std::int64_t checkpoint_num_layers = 1;              // --checkpoint-num-layers
+    bool deepspeed_activation_checkpointing = false;     // --deepspeed-activation-checkpointing
+    bool abort_on_unmet_fused_kernel_constraints = false; // --abort-on-unmet-fused-kernel-constraints
+};
+
+struct DataArgs {
+    std::vector<std::string> data_path;                  // --data-path [weight prefix ...]
+    std::optional<std::string> split;                    // --split "949,50,1"
+    std::string train_weighted_split_paths_path;         // --train-weighted-split-paths-path
+    std::string valid_weighted_split_paths_path;         // --valid-weighted-split-paths-path
+    std::string vocab_file;                              // --vocab-file
+    std::string merge_file;                              // --merge-file
+    std::optional<std::string> tokenizer_type;           // --tokenizer-type GPT2BPETokenizer|PretrainedFromHF
+    std::string tokenizer_name_or_path;                  // --tokenizer-name-or-path
+    std::string data_impl = "infer";                     // --data-impl infer|mmap
+    std::int64_t num_workers = 2;                        // --num-workers
+    std::int64_t valid_num_workers = 2;                  // --valid-num-workers
+};
+
+// Training length: exactly one of the two.
+struct LengthArgs {
+    std::optional<std::int64_t> train_iters;             // --train-iters
+    std::optional<std::int64_t> train_samples;           // --train-samples
+};
+
+struct LoggingArgs {
+    std::int64_t log_interval = 100;                     // --log-interval
+    std::int64_t eval_interval = 1000;                   // --eval-interval
+    std::int64_t eval_iters = 100;                       // --eval-iters
+    std::string tensorboard_dir;                         // --tensorboard-dir
+    std::string codecarbon_dir;                          // --codecarbon-dir
+    std::int64_t tensorboard_log_interval = 1;           // --tensorboard-log-interval
+    std::int64_t tensorboard_queue_size = 1000;          // --tensorboard-queue-size
+    bool log_timers_to_tensorboard = false;              // --log-timers-to-tensorboard
+    bool log_batch_size_to_tensorboard = false;          // --log-batch-size-to-tensorboard
+    bool log_learning_rate_to_tensorboard = true;        // off with --no-log-learnig-rate-to-tensorboard (sic)
+    bool log_loss_scale_to_tensorboard = true;           // off with --no-log-loss-scale-to-tensorboard
+    bool log_validation_ppl_to_tensorboard = false;      // --log-validation-ppl-to-tensorboard
+    bool log_params_norm = false;                        // --log-params-norm
+    bool log_num_zeros_in_grad = false;                  // --log-num-zeros-in-grad
+    std::optional<std::string> log_level;                // --log-level
+    std::optional<std::string> log_level_replica;        // --log-level-replica
+};
+
+struct ExitArgs {
+    std::optional<std::int64_t> exit_interval;           // --exit-interval (iterations)
+    std::optional<std::int64_t> exit_duration_in_mins;   // --exit-duration-in-mins
+    std::string kill_switch_path;                        // --kill-switch-path: exit when this file exists
+};
+
+struct CheckpointArgs {
+    std::string save;                                    // --save DIR
+    std::string load;                                    // --load DIR
+    std::optional<std::int64_t> save_interval;           // --save-interval (required with --save)
+};
+
+struct ParallelArgs {
+    std::int64_t tensor_model_parallel_size = 1;         // --tensor-model-parallel-size
+    std::int64_t pipeline_model_parallel_size = 1;       // --pipeline-model-parallel-size
+    std::optional<std::string> pp_partition_method;      // --pp-partition-method / --partition-method
+    std::string distributed_backend = "nccl";            // --distributed-backend (nccl only)
+    bool deepspeed = false;                              // --deepspeed
+    std::string deepspeed_config;                        // --deepspeed_config FILE
+    std::int64_t zero_stage = 1;                         // --zero-stage (0 or 1)
+    // Not flags: the launcher's WORLD_SIZE, and dp = world / (tp × pp) set by validate(); without
+    // a world size validate() checks batch sizes for dp = 1.
+    std::optional<std::int64_t> world_size;
+    std::int64_t data_parallel_size = 1;
+};
+
+struct TrainArgs {
+    ModelArgs model;
+    DataArgs data;
+    LengthArgs length;
+    optim::OptimizerConfig optimizer;  // optimizer, LR schedule, batch sizes, precision, loss scale
+    LoggingArgs logging;
+    ExitArgs exit;
+    CheckpointArgs checkpoint;
+    ParallelArgs parallel;
+    std::int64_t seed = 1234;          // --seed
+    // From the DeepSpeed config (apply_deepspeed_config).
+    std::optional<CurriculumLearningConfig> curriculum;
+    std::int64_t steps_per_print = 10;
+    bool wall_clock_breakdown = false;
+    // The long names of the flags given on the command line ("--fp16"): a DeepSpeed config value
+    // conflicts only with a flag that was given.
+    std::set<std::string> flags_given;
+};
+
+// Declares every flag on `app`, writing into `args`. Megatron-DeepSpeed flags that mds does not
+// implement fail the parse with "--flag: not supported by mds-train: <why>"; unknown flags fail
+// as CLI11 extras. Integers accept Python's underscores (5_000_000).
+void add_train_flags(CLI::App& app, TrainArgs& args);
+
+// Merges a DeepSpeed config into `args`: values the flags left unset are taken from it; a value
+// that disagrees with a given flag throws mds::UsageError naming both. fp16 loss-scaler settings
+// come from the config, as under Megatron-DeepSpeed; a given --loss-scale etc. that differs is
+// reported in the returned warnings, with the unknown keys.
+std::vector<std::string> apply_deepspeed_config(const DeepSpeedConfig& config, TrainArgs& args);
+
+// Megatron's checks between flags, filling derived defaults (ffn = 4 × hidden, global batch size
+// = micro × dp, data-parallel size). Throws mds::UsageError naming the flags.
+void validate(TrainArgs& args);
+
+// Reads --deepspeed_config (when given), applies it, validates. Returns the warnings.
+std::vector<std::string> resolve_train_args(TrainArgs& args);
+
+// The batch-size calculator for validated args.
+optim::NumMicroBatchesCalculator make_num_micro_batches_calculator(const TrainArgs& args);
+
+}  // namespace mds::train

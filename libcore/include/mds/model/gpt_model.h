@@ -1,0 +1,90 @@
+// The Megatron GPT model (and its BLOOM options) on LibTorch, written as plain ATen ops over named
+// parameter tensors, so that parameter names, shapes and layouts are those of Megatron-DeepSpeed
+// checkpoints and the forward pass computes what Megatron computes:
+//   embedding:  word_embeddings(tokens) [→ LayerNorm (BLOOM)] [+ position_embeddings(pos)] → dropout
+//   L blocks:   x + dropout(dense(attention(qkv(LN(x)))));  x + dropout(4h_to_h(gelu(h_to_4h(LN(x)))))
+//   head:       final LayerNorm → logits = x · word_embeddingsᵀ (tied) → fp32 cross entropy
+// Fused QKV rows are ordered [heads, 3, head_dim] (checkpoint_version 3.0); GeLU is the tanh form
+// of Megatron's fused bias_gelu; attention is causal with 1/sqrt(head_dim) scaling (Megatron's
+// query-key layer scaling cancels out), plus the ALiBi bias for BLOOM.
+//
+// Parameters are grouped by the DeepSpeed pipeline layer that saves them (layer_01 embedding,
+// layer_03 … layer_{L+2} transformer blocks, layer_{L+4} final norm), and carry their tensor-
+// parallel split, so that pipeline cuts, TP sharding and checkpoint files all name the same thing.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mds/model/gpt_config.h"
+
+namespace mds::model {
+
+// How Megatron splits a parameter over tensor-parallel ranks (specs/checkpoints.md §4).
+enum class TpSplit { Replicated, Rows /* column-parallel: dim 0 */, Columns /* row-parallel: dim 1 */ };
+
+struct Parameter {
+    int layer = 0;          // DeepSpeed pipeline layer index: 1, 3 … L+2, L+4
+    std::string name;       // name inside that layer: "self_attention.query_key_value.weight"
+    at::Tensor tensor;      // leaf tensor, requires_grad, in the model's dtype
+    TpSplit split = TpSplit::Replicated;
+    bool weight_decay = true;  // Megatron: no weight decay for biases and LayerNorm parameters
+    std::string full_name() const;  // "03.self_attention.query_key_value.weight"
+};
+
+// Pipeline layer indices of the DeepSpeed layout for `num_layers` transformer blocks.
+constexpr int kEmbeddingLayer = 1;
+inline int transformer_layer_index(std::int64_t block) { return static_cast<int>(block) + 3; }
+inline int final_norm_layer_index(std::int64_t num_layers) { return static_cast<int>(num_layers) + 4; }
+
+class GptModel {
+public:
+    // Builds and initializes the model as Megatron does: normal(0, init_method_std) for embeddings
+    // and input projections, normal(0, std / sqrt(2 × num_layers)) for the two output projections
+    // of each block, zero biases, LayerNorm weight 1 and bias 0. Initialization runs on the CPU in
+    // fp32 from `seed`, so a model is the same on every device and precision.
+    GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed);
+
+    const GptConfig& config() const { return config_; }
+    c10::Device device() const { return device_; }
+    std::vector<Parameter>& parameters() { return params_; }
+    const std::vector<Parameter>& parameters() const { return params_; }
+    // The parameter `name` of pipeline layer `layer`; throws mds::Error when absent.
+    Parameter& parameter(int layer, const std::string& name);
+    std::int64_t parameter_count() const;
+
+    // Dropout on (training) or off (evaluation).
+    void set_training(bool training) { training_ = training; }
+    bool training() const { return training_; }
+
+    // tokens [b, s] int64 → logits [b, s, padded_vocab] in the model dtype.
+    at::Tensor logits(const at::Tensor& tokens);
+    // Mean cross entropy over the positions where loss_mask is 1 (Megatron's lm loss), in fp32.
+    // labels [b, s] int64; loss_mask [b, s] float (an undefined tensor means all ones).
+    at::Tensor loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask = {});
+
+    // One transformer block and the final hidden states; public for activation recomputation.
+    at::Tensor block_forward(std::int64_t block, const at::Tensor& x, const at::Tensor& attn_bias);
+    at::Tensor hidden_states(const at::Tensor& tokens);
+
+private:
+    struct Block {
+        at::Tensor ln1_w, ln1_b, qkv_w, qkv_b, dense_w, dense_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+    };
+    at::Tensor add(int layer, const std::string& name, at::Tensor value, TpSplit split, bool weight_decay);
+    at::Tensor attention_bias(std::int64_t seq, c10::ScalarType dtype);
+
+    GptConfig config_;
+    c10::Device device_;
+    bool training_ = true;
+    std::vector<Parameter> params_;
+    at::Tensor word_embeddings_, position_embeddings_, embed_ln_w_, embed_ln_b_, final_ln_w_, final_ln_b_;
+    std::vector<Block> blocks_;
+    at::Tensor alibi_slopes_;  // [heads] fp32 on the device, for BLOOM
+};
+
+}  // namespace mds::model

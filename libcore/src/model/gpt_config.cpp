@@ -1,0 +1,75 @@
+#include "mds/model/gpt_config.h"
+
+#include <cmath>
+
+#include "mds/util/error.h"
+
+namespace mds::model {
+
+const char* precision_name(Precision p) {
+    switch (p) {
+    case Precision::FP16: return "fp16";
+    case Precision::BF16: return "bf16";
+    case Precision::FP32: break;
+    }
+    return "fp32";
+}
+
+void GptConfig::validate() const {
+    auto positive = [](std::int64_t v, const char* flag) {
+        if (v <= 0) throw UsageError(std::string(flag) + " must be positive, got " + std::to_string(v));
+    };
+    positive(num_layers, "--num-layers");
+    positive(hidden_size, "--hidden-size");
+    positive(ffn_hidden_size, "--ffn-hidden-size");
+    positive(num_attention_heads, "--num-attention-heads");
+    positive(seq_length, "--seq-length");
+    positive(padded_vocab_size, "padded vocabulary size");
+    positive(checkpoint_num_layers, "--checkpoint-num-layers");
+    if (hidden_size % num_attention_heads != 0)
+        throw UsageError("--hidden-size " + std::to_string(hidden_size) + " is not divisible by --num-attention-heads " +
+                         std::to_string(num_attention_heads));
+    if (position_embedding == PositionEmbedding::Absolute && max_position_embeddings < seq_length)
+        throw UsageError("--max-position-embeddings " + std::to_string(max_position_embeddings) + " is smaller than --seq-length " +
+                         std::to_string(seq_length));
+    if (!(init_method_std > 0)) throw UsageError("--init-method-std must be positive");
+    if (hidden_dropout < 0 || hidden_dropout >= 1) throw UsageError("--hidden-dropout must be in [0, 1)");
+    if (attention_dropout < 0 || attention_dropout >= 1) throw UsageError("--attention-dropout must be in [0, 1)");
+}
+
+std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisible_by, std::int64_t tensor_parallel, std::int64_t pad_to) {
+    if (vocab <= 0) throw UsageError("the tokenizer's vocabulary is empty");
+    if (tensor_parallel <= 0) throw UsageError("--tensor-model-parallel-size must be positive");
+    if (pad_to > 0) {
+        if (pad_to < vocab)
+            throw UsageError("--pad-vocab-size-to " + std::to_string(pad_to) + " is smaller than the vocabulary (" + std::to_string(vocab) + ")");
+        if (pad_to % tensor_parallel != 0)
+            throw UsageError("--pad-vocab-size-to " + std::to_string(pad_to) + " is not divisible by --tensor-model-parallel-size " +
+                             std::to_string(tensor_parallel));
+        return pad_to;
+    }
+    if (divisible_by <= 0) throw UsageError("--make-vocab-size-divisible-by must be positive");
+    const std::int64_t multiple = divisible_by * tensor_parallel;
+    return (vocab + multiple - 1) / multiple * multiple;
+}
+
+std::vector<double> alibi_slopes(std::int64_t num_heads) {
+    // For n a power of two: start = 2^(-8/n), slopes = start^1 … start^n. Otherwise the slopes of
+    // the largest power of two p2 below n, then every other slope of 2·p2 (odd powers).
+    auto power_of_2 = [](std::int64_t n) {
+        const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(static_cast<double>(n)) - 3)));
+        std::vector<double> s;
+        for (std::int64_t i = 0; i < n; ++i) s.push_back(std::pow(start, static_cast<double>(i + 1)));
+        return s;
+    };
+    if (num_heads <= 0) return {};
+    const auto p2 = std::int64_t{1} << static_cast<int>(std::floor(std::log2(static_cast<double>(num_heads))));
+    auto slopes = power_of_2(p2);
+    if (p2 != num_heads) {
+        const auto extra = power_of_2(2 * p2);
+        for (std::int64_t k = 0; k < num_heads - p2; ++k) slopes.push_back(extra[static_cast<std::size_t>(2 * k)]);
+    }
+    return slopes;
+}
+
+}  // namespace mds::model

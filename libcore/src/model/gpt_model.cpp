@@ -1,0 +1,179 @@
+#include "mds/model/gpt_model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "mds/util/error.h"
+#include "recompute.h"
+
+namespace mds::model {
+namespace {
+
+c10::ScalarType scalar_type(Precision p) {
+    switch (p) {
+    case Precision::FP16: return at::kHalf;
+    case Precision::BF16: return at::kBFloat16;
+    case Precision::FP32: break;
+    }
+    return at::kFloat;
+}
+
+}  // namespace
+
+std::string Parameter::full_name() const {
+    char prefix[16];
+    std::snprintf(prefix, sizeof prefix, "%02d.", layer);
+    return prefix + name;
+}
+
+at::Tensor GptModel::add(int layer, const std::string& name, at::Tensor value, TpSplit split, bool weight_decay) {
+    at::Tensor t = value.to(device_, scalar_type(config_.precision)).detach().requires_grad_(true);
+    params_.push_back({layer, name, t, split, weight_decay});
+    return t;
+}
+
+GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed) : config_(config), device_(device) {
+    config_.validate();
+    const auto h = config_.hidden_size, f = config_.ffn_hidden_size, L = config_.num_layers;
+    auto gen = at::detail::createCPUGenerator(seed);
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    const double std = config_.init_method_std;
+    const double out_std = std / std::sqrt(2.0 * static_cast<double>(L));  // scaled_init_method_normal
+    auto normal = [&](std::vector<std::int64_t> shape, double sd) { return at::empty(shape, f32).normal_(0.0, sd, gen); };
+    auto zeros = [&](std::int64_t n) { return at::zeros({n}, f32); };
+    auto ones = [&](std::int64_t n) { return at::ones({n}, f32); };
+
+    word_embeddings_ = add(kEmbeddingLayer, "word_embeddings.weight", normal({config_.padded_vocab_size, h}, std), TpSplit::Rows, true);
+    if (config_.embed_layernorm) {
+        embed_ln_w_ = add(kEmbeddingLayer, "word_embeddings.norm.weight", ones(h), TpSplit::Replicated, false);
+        embed_ln_b_ = add(kEmbeddingLayer, "word_embeddings.norm.bias", zeros(h), TpSplit::Replicated, false);
+    }
+    if (config_.position_embedding == PositionEmbedding::Absolute)
+        position_embeddings_ = add(kEmbeddingLayer, "position_embeddings.weight", normal({config_.max_position_embeddings, h}, std),
+                                   TpSplit::Replicated, true);
+    for (std::int64_t i = 0; i < L; ++i) {
+        const int layer = transformer_layer_index(i);
+        Block b;
+        b.ln1_w = add(layer, "input_layernorm.weight", ones(h), TpSplit::Replicated, false);
+        b.ln1_b = add(layer, "input_layernorm.bias", zeros(h), TpSplit::Replicated, false);
+        b.qkv_w = add(layer, "self_attention.query_key_value.weight", normal({3 * h, h}, std), TpSplit::Rows, true);
+        b.qkv_b = add(layer, "self_attention.query_key_value.bias", zeros(3 * h), TpSplit::Rows, false);
+        b.dense_w = add(layer, "self_attention.dense.weight", normal({h, h}, out_std), TpSplit::Columns, true);
+        b.dense_b = add(layer, "self_attention.dense.bias", zeros(h), TpSplit::Replicated, false);
+        b.ln2_w = add(layer, "post_attention_layernorm.weight", ones(h), TpSplit::Replicated, false);
+        b.ln2_b = add(layer, "post_attention_layernorm.bias", zeros(h), TpSplit::Replicated, false);
+        b.fc1_w = add(layer, "mlp.dense_h_to_4h.weight", normal({f, h}, std), TpSplit::Rows, true);
+        b.fc1_b = add(layer, "mlp.dense_h_to_4h.bias", zeros(f), TpSplit::Rows, false);
+        b.fc2_w = add(layer, "mlp.dense_4h_to_h.weight", normal({h, f}, out_std), TpSplit::Columns, true);
+        b.fc2_b = add(layer, "mlp.dense_4h_to_h.bias", zeros(h), TpSplit::Replicated, false);
+        blocks_.push_back(std::move(b));
+    }
+    const int last = final_norm_layer_index(L);
+    final_ln_w_ = add(last, "weight", ones(h), TpSplit::Replicated, false);
+    final_ln_b_ = add(last, "bias", zeros(h), TpSplit::Replicated, false);
+
+    if (config_.position_embedding == PositionEmbedding::Alibi) {
+        const auto slopes = alibi_slopes(config_.num_attention_heads);
+        alibi_slopes_ = at::tensor(std::vector<double>(slopes.begin(), slopes.end()), at::TensorOptions().dtype(at::kDouble))
+                            .to(device_, at::kFloat);
+    }
+}
+
+Parameter& GptModel::parameter(int layer, const std::string& name) {
+    for (auto& p : params_)
+        if (p.layer == layer && p.name == name) return p;
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%02d", layer);
+    throw Error(std::string("the model has no parameter \"") + name + "\" in layer_" + buf);
+}
+
+std::int64_t GptModel::parameter_count() const {
+    std::int64_t n = 0;
+    for (const auto& p : params_) n += p.tensor.numel();
+    return n;
+}
+
+// The additive attention bias for ALiBi: slope_h × key position, and -inf above the diagonal.
+// Adding slope × (key position) instead of slope × (key − query) is what Megatron and HF BLOOM do:
+// softmax is invariant to a per-row constant. Undefined for absolute positions (SDPA's own causal
+// mask is used).
+at::Tensor GptModel::attention_bias(std::int64_t seq, c10::ScalarType dtype) {
+    if (config_.position_embedding != PositionEmbedding::Alibi) return {};
+    const auto opts = at::TensorOptions().device(device_).dtype(at::kFloat);
+    auto pos = at::arange(seq, opts);
+    auto bias = alibi_slopes_.view({-1, 1, 1}) * pos.view({1, 1, seq});  // [n, 1, s]
+    auto future = at::ones({seq, seq}, opts.dtype(at::kBool)).triu(1);
+    bias = bias.expand({config_.num_attention_heads, seq, seq}).masked_fill(future, -std::numeric_limits<float>::infinity());
+    return bias.unsqueeze(0).to(dtype);  // [1, n, s, s]; Megatron keeps alibi in the model dtype
+}
+
+at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at::Tensor& attn_bias) {
+    const Block& b = blocks_[static_cast<std::size_t>(i)];
+    const auto h = config_.hidden_size, n = config_.num_attention_heads, d = config_.head_dim();
+    const auto batch = x.size(0), seq = x.size(1);
+    const double eps = config_.layernorm_epsilon;
+
+    auto ln = at::layer_norm(x, {h}, b.ln1_w, b.ln1_b, eps);
+    auto qkv = at::linear(ln, b.qkv_w, b.qkv_b).view({batch, seq, n, 3, d});
+    auto q = qkv.select(3, 0).transpose(1, 2);  // [b, n, s, d]
+    auto k = qkv.select(3, 1).transpose(1, 2);
+    auto v = qkv.select(3, 2).transpose(1, 2);
+    const double p_attn = training_ ? config_.attention_dropout : 0.0;
+    auto ctx = attn_bias.defined()
+                   ? at::scaled_dot_product_attention(q, k, v, attn_bias, p_attn, /*is_causal=*/false)
+                   : at::scaled_dot_product_attention(q, k, v, {}, p_attn, /*is_causal=*/true);
+    ctx = ctx.transpose(1, 2).reshape({batch, seq, h});
+    auto y = x + at::dropout(at::linear(ctx, b.dense_w, b.dense_b), config_.hidden_dropout, training_);
+
+    ln = at::layer_norm(y, {h}, b.ln2_w, b.ln2_b, eps);
+    auto m = at::gelu(at::linear(ln, b.fc1_w, b.fc1_b), "tanh");
+    return y + at::dropout(at::linear(m, b.fc2_w, b.fc2_b), config_.hidden_dropout, training_);
+}
+
+at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
+    if (tokens.dim() != 2) throw Error("tokens must be [batch, seq]");
+    const auto seq = tokens.size(1);
+    if (seq > config_.seq_length && config_.position_embedding == PositionEmbedding::Absolute && seq > config_.max_position_embeddings)
+        throw Error("sequence of " + std::to_string(seq) + " tokens exceeds --max-position-embeddings " +
+                    std::to_string(config_.max_position_embeddings));
+    auto x = at::embedding(word_embeddings_, tokens);
+    if (config_.embed_layernorm) x = at::layer_norm(x, {config_.hidden_size}, embed_ln_w_, embed_ln_b_, config_.layernorm_epsilon);
+    if (position_embeddings_.defined()) {
+        auto pos = at::arange(seq, at::TensorOptions().device(device_).dtype(at::kLong));
+        x = x + at::embedding(position_embeddings_, pos).unsqueeze(0);
+    }
+    x = at::dropout(x, config_.hidden_dropout, training_);
+
+    const auto bias = attention_bias(seq, x.scalar_type());
+    const bool recompute = config_.checkpoint_activations && c10::GradMode::is_enabled();
+    for (std::int64_t i = 0; i < config_.num_layers;) {
+        if (recompute) {
+            const auto count = std::min(config_.checkpoint_num_layers, config_.num_layers - i);
+            x = recomputed_blocks(*this, i, count, x, bias);
+            i += count;
+        } else {
+            x = block_forward(i, x, bias);
+            ++i;
+        }
+    }
+    return at::layer_norm(x, {config_.hidden_size}, final_ln_w_, final_ln_b_, config_.layernorm_epsilon);
+}
+
+at::Tensor GptModel::logits(const at::Tensor& tokens) { return at::linear(hidden_states(tokens), word_embeddings_); }
+
+at::Tensor GptModel::loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask) {
+    // Megatron computes the cross entropy on fp32 logits (fp16_lm_cross_entropy is off by default).
+    auto logit = logits(tokens).to(at::kFloat);
+    const auto vocab = logit.size(-1);
+    auto losses = at::cross_entropy_loss(logit.view({-1, vocab}), labels.reshape({-1}), {}, at::Reduction::None);
+    if (!loss_mask.defined()) return losses.mean();
+    auto mask = loss_mask.reshape({-1}).to(at::kFloat);
+    return (losses * mask).sum() / mask.sum();
+}
+
+}  // namespace mds::model

@@ -129,11 +129,16 @@ GptDatasets::GptDatasets(const GptDatasetsOptions& opt) {
     summary_.seconds = seconds_since(t_start);
 }
 
-std::vector<std::int64_t> GptDatasets::train_sample(std::int64_t n) const {
-    if (summary_.sizes[0] == 0) throw Error("there is no training dataset (the train split is empty)");
-    if (n < 0 || n >= summary_.sizes[0])
-        throw Error("training sample " + std::to_string(n) + " is out of range: the " +
-                    (summary_.blended ? "blended " : "") + "training dataset has " + std::to_string(summary_.sizes[0]) +
+std::vector<std::int64_t> GptDatasets::sample(int split, std::int64_t n) const {
+    static const char* const names[3] = {"training", "validation", "test"};
+    static const char* const splits[3] = {"train", "valid", "test"};
+    if (split < 0 || split > 2) throw Error("split must be 0 (train), 1 (valid) or 2 (test)");
+    const auto k = static_cast<std::size_t>(split);
+    const std::string what = names[k];
+    if (summary_.sizes[k] == 0) throw Error("there is no " + what + " dataset (the " + splits[k] + " split is empty)");
+    if (n < 0 || n >= summary_.sizes[k])
+        throw Error(what + " sample " + std::to_string(n) + " is out of range: the " +
+                    (summary_.blended ? "blended " : "") + what + " dataset has " + std::to_string(summary_.sizes[k]) +
                     " samples");
     std::size_t d = 0;
     auto i = static_cast<std::size_t>(n);
@@ -142,14 +147,15 @@ std::vector<std::int64_t> GptDatasets::train_sample(std::int64_t n) const {
         const BlendingIndices b = build_blending_indices(blend_weights_, n + 1);
         d = b.dataset_index.back();
         i = static_cast<std::size_t>(b.dataset_sample_index.back());
-        if (static_cast<std::int64_t>(i) >= summary_.datasets[d].splits[0].samples)
-            throw Error("blended training sample " + std::to_string(n) + " is sample " + std::to_string(i) + " of " +
+        if (static_cast<std::int64_t>(i) >= summary_.datasets[d].splits[k].samples)
+            throw Error("blended " + what + " sample " + std::to_string(n) + " is sample " + std::to_string(i) + " of " +
                         summary_.datasets[d].prefix + ", which has only " +
-                        std::to_string(summary_.datasets[d].splits[0].samples) +
+                        std::to_string(summary_.datasets[d].splits[k].samples) +
                         " (Megatron-DeepSpeed would fail with IndexError here)");
     }
     const Dataset& ds = *datasets_[d];
-    return read_gpt_sample(ds.files[0]->view(), i, sequence_reader(ds.indexed));
+    if (!ds.files[k]) throw Error(ds.indexed.prefix() + ": no " + what + " split");
+    return read_gpt_sample(ds.files[k]->view(), i, sequence_reader(ds.indexed));
 }
 
 std::string format_summary(const GptDatasetsSummary& s) {

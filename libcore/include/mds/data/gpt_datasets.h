@@ -78,7 +78,10 @@ public:
     const GptDatasetsSummary& summary() const { return summary_; }
     // Sample n of the training dataset Megatron trains on (blended when --data-path has weights):
     // seq_length + 1 token ids.
-    std::vector<std::int64_t> train_sample(std::int64_t n) const;
+    std::vector<std::int64_t> train_sample(std::int64_t n) const { return sample(0, n); }
+    // Sample n of split 0 (train), 1 (valid) or 2 (test); an error names the split when it is
+    // empty or n is out of range.
+    std::vector<std::int64_t> sample(int split, std::int64_t n) const;
 
 private:
     struct Dataset;

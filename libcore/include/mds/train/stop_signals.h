@@ -1,0 +1,18 @@
+// Graceful stops for mds-train under SLURM: SIGUSR1 (what `sbatch --signal=USR1@<secs>` sends
+// before the time limit), SIGTERM (scancel, and the time limit itself, KillWait seconds before
+// SIGKILL) and SIGINT set a flag that the training loop reads between iterations; it then saves
+// (when --save is given), flushes TensorBoard and emissions.csv, and exits 0. A second SIGINT or
+// SIGTERM while stopping ends the process at once, as without the handlers.
+#pragma once
+
+namespace mds::train {
+
+void install_stop_signal_handlers();
+// The signal received (SIGUSR1, SIGTERM, SIGINT), or 0.
+int stop_signal_received();
+// "SIGUSR1" ...; for messages.
+const char* signal_name(int sig);
+// For tests: forget a received signal.
+void reset_stop_signal();
+
+}  // namespace mds::train

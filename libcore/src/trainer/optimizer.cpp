@@ -1,0 +1,100 @@
+#include "mds/trainer/optimizer.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+
+#include "mds/optim/grad_clip.h"
+#include "mds/util/error.h"
+
+namespace mds::trainer {
+namespace {
+
+std::vector<at::Tensor> pick(const std::vector<at::Tensor>& v, const std::vector<std::size_t>& idx) {
+    std::vector<at::Tensor> out;
+    out.reserve(idx.size());
+    for (auto i : idx) out.push_back(v[i]);
+    return out;
+}
+
+}  // namespace
+
+AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config)
+    : params_(params), config_(config) {
+    if (config_.optimizer != "adam") throw UsageError("--optimizer " + config_.optimizer + ": mds-train implements adam only");
+    c10::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+        const auto& p = params_[i].tensor;
+        separate_master_ = p.scalar_type() != at::kFloat;
+        master_.push_back(separate_master_ ? p.detach().to(at::kFloat).clone() : p.detach());
+        exp_avg_.push_back(at::zeros_like(master_.back()));
+        exp_avg_sq_.push_back(at::zeros_like(master_.back()));
+        master_grad_.push_back(at::zeros_like(master_.back()));
+        (params_[i].weight_decay ? decay_ : no_decay_).push_back(i);
+    }
+    const auto step_opts = at::TensorOptions().dtype(at::kFloat).device(params_.empty() ? at::kCPU : params_[0].tensor.device());
+    for (std::size_t i = 0; i < decay_.size(); ++i) step_decay_.push_back(at::zeros({}, step_opts));
+    for (std::size_t i = 0; i < no_decay_.size(); ++i) step_no_decay_.push_back(at::zeros({}, step_opts));
+}
+
+void AdamOptimizer::zero_grad() {
+    for (auto& p : params_) {
+        auto g = p.tensor.mutable_grad();
+        if (g.defined()) g.zero_();
+    }
+}
+
+StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros) {
+    c10::NoGradGuard no_grad;
+    StepResult r;
+    // Main gradients in fp32, unscaled. A parameter that got no gradient contributes zeros.
+    const double inv_scale = 1.0 / loss_scale;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+        const auto& g = params_[i].tensor.grad();
+        if (!g.defined()) {
+            master_grad_[i].zero_();
+        } else {
+            master_grad_[i].copy_(g);
+            if (inv_scale != 1.0) master_grad_[i].mul_(inv_scale);
+        }
+    }
+    // Sum of squares in double over per-tensor fp32 norms: one reduction per tensor.
+    auto norms = at::_foreach_norm(master_grad_, 2);
+    const double total_sq = at::stack(norms).to(at::kDouble).pow(2).sum().item<double>();
+    r.grad_norm = optim::total_norm_from_squared(total_sq);
+    if (count_zeros) {
+        std::int64_t zeros = 0;
+        for (const auto& g : master_grad_) zeros += g.numel() - g.count_nonzero().item<std::int64_t>();
+        r.num_zeros = zeros;
+    }
+    if (check_finite && !std::isfinite(r.grad_norm)) {
+        r.skipped = true;
+        return r;
+    }
+    if (config_.clip_grad > 0) {
+        const double coeff = optim::clip_coefficient(r.grad_norm, config_.clip_grad);
+        if (coeff < 1.0) at::_foreach_mul_(master_grad_, static_cast<double>(static_cast<float>(coeff)));
+    }
+    ++steps_;
+    auto run = [&](const std::vector<std::size_t>& idx, std::vector<at::Tensor>& steps, double wd) {
+        if (idx.empty()) return;
+        at::_foreach_add_(steps, 1.0);
+        at::_fused_adamw_(pick(master_, idx), pick(master_grad_, idx), pick(exp_avg_, idx), pick(exp_avg_sq_, idx), {}, steps,
+                          lr, config_.adam_beta1, config_.adam_beta2, wd, config_.adam_eps, /*amsgrad=*/false,
+                          /*maximize=*/false);
+    };
+    run(decay_, step_decay_, weight_decay);
+    run(no_decay_, step_no_decay_, 0.0);
+    if (separate_master_)
+        for (std::size_t i = 0; i < params_.size(); ++i) params_[i].tensor.detach().copy_(master_[i]);
+    return r;
+}
+
+double AdamOptimizer::params_norm() const {
+    c10::NoGradGuard no_grad;
+    auto norms = at::_foreach_norm(master_, 2);
+    return std::sqrt(at::stack(norms).to(at::kDouble).pow(2).sum().item<double>());
+}
+
+}  // namespace mds::trainer

@@ -1,0 +1,410 @@
+#include "mds/trainer/trainer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "mds/data/gpt_datasets.h"
+#include "mds/model/gpt_model.h"
+#include "mds/observe/flops.h"
+#include "mds/observe/log_line.h"
+#include "mds/observe/tensorboard_writer.h"
+#include "mds/optim/loss_scaler.h"
+#include "mds/optim/lr_schedule.h"
+#include "mds/tokenizer/tokenizer.h"
+#include "mds/train/stop_signals.h"
+#include "mds/trainer/optimizer.h"
+#include "mds/util/error.h"
+#include "mds/util/tool.h"
+
+namespace mds::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Megatron prints its log lines with print_rank_last (stdout); flushed at once for `tee`.
+void print_line(const std::string& s) {
+    std::fputs(s.c_str(), stdout);
+    if (s.empty() || s.back() != '\n') std::fputc('\n', stdout);
+    std::fflush(stdout);
+}
+
+c10::Device pick_device(const std::string& name) {
+    if (name == "cpu") return at::kCPU;
+    const bool has_cuda = at::hasCUDA();
+    if (name == "cuda") {
+        if (!has_cuda) throw UsageError("--device cuda: no CUDA device is available (LibTorch sees none)");
+        return {at::kCUDA, 0};
+    }
+    if (name != "auto") throw UsageError("--device must be auto, cpu or cuda, got " + name);
+    return has_cuda ? c10::Device(at::kCUDA, 0) : c10::Device(at::kCPU);
+}
+
+tok::Tokenizer load_tokenizer(const train::DataArgs& d) {
+    const std::string type = d.tokenizer_type.value_or("GPT2BPETokenizer");
+    if (type == "GPT2BPETokenizer") {
+        if (d.vocab_file.empty() || d.merge_file.empty())
+            throw UsageError("--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
+        return tok::Tokenizer::from_gpt2_files(d.vocab_file, d.merge_file);
+    }
+    if (type == "PretrainedFromHF") {
+        std::filesystem::path p = d.tokenizer_name_or_path;
+        if (std::filesystem::is_directory(p)) p /= "tokenizer.json";
+        if (!std::filesystem::exists(p))
+            throw UsageError("--tokenizer-name-or-path " + d.tokenizer_name_or_path +
+                             ": mds reads a local tokenizer.json (or a directory holding one); Hub names are not fetched");
+        return tok::Tokenizer::from_hf_json(p.string());
+    }
+    throw UsageError("--tokenizer-type " + type + " is not supported (GPT2BPETokenizer or PretrainedFromHF)");
+}
+
+model::GptConfig model_config(const train::TrainArgs& args, std::int64_t padded_vocab) {
+    const auto& m = args.model;
+    model::GptConfig c;
+    c.num_layers = m.num_layers;
+    c.hidden_size = m.hidden_size;
+    c.ffn_hidden_size = m.ffn_hidden_size.value_or(4 * m.hidden_size);
+    c.num_attention_heads = m.num_attention_heads;
+    c.seq_length = m.seq_length;
+    c.max_position_embeddings = m.max_position_embeddings.value_or(m.seq_length);
+    c.padded_vocab_size = padded_vocab;
+    c.init_method_std = m.init_method_std;
+    c.layernorm_epsilon = m.layernorm_epsilon;
+    c.hidden_dropout = m.hidden_dropout;
+    c.attention_dropout = m.attention_dropout;
+    if (m.position_embedding_type == "alibi") {
+        c.position_embedding = model::PositionEmbedding::Alibi;
+    } else if (m.position_embedding_type != "absolute") {
+        throw UsageError("--position-embedding-type " + m.position_embedding_type + " is not supported (absolute or alibi)");
+    }
+    c.embed_layernorm = m.embed_layernorm;
+    c.checkpoint_activations = m.checkpoint_activations;
+    c.checkpoint_num_layers = m.checkpoint_num_layers;
+    c.precision = args.optimizer.fp16 ? model::Precision::FP16 : args.optimizer.bf16 ? model::Precision::BF16 : model::Precision::FP32;
+    return c;
+}
+
+// fp16 loss scaling: DeepSpeed's scaler under --deepspeed (what BigScience ran), else Megatron's.
+class LossScale {
+public:
+    explicit LossScale(const train::TrainArgs& args) {
+        const auto& o = args.optimizer;
+        if (!o.fp16) return;
+        if (args.parallel.deepspeed) {
+            optim::DeepSpeedLossScaler::Config c;
+            c.dynamic = !o.loss_scale.has_value();
+            c.static_scale = o.loss_scale.value_or(1.0);
+            c.init_scale = o.initial_loss_scale;
+            c.scale_window = o.loss_scale_window;
+            c.min_scale = o.min_loss_scale;
+            c.hysteresis = o.hysteresis;
+            ds_.emplace(c);
+        } else {
+            megatron_.emplace(optim::megatron_grad_scaler_config(o));
+        }
+    }
+    bool active() const { return ds_ || megatron_; }
+    double scale() const { return ds_ ? ds_->scale() : megatron_ ? megatron_->scale() : 1.0; }
+    // Returns true when the step was skipped.
+    bool update(bool found_inf) { return ds_ ? ds_->update(found_inf) : megatron_ ? megatron_->update(found_inf) : false; }
+
+private:
+    std::optional<optim::DeepSpeedLossScaler> ds_;
+    std::optional<optim::MegatronGradScaler> megatron_;
+};
+
+// One micro batch of `mbs` samples starting at sample `first` of `split`, as [mbs, seq + 1].
+at::Tensor micro_batch(const data::GptDatasets& ds, int split, std::int64_t first, std::int64_t mbs, std::int64_t seq,
+                       c10::Device device) {
+    auto t = at::empty({mbs, seq + 1}, at::TensorOptions().dtype(at::kLong));
+    auto* out = t.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < mbs; ++i) {
+        const auto s = ds.sample(split, first + i);
+        if (static_cast<std::int64_t>(s.size()) != seq + 1)
+            throw Error("sample " + std::to_string(first + i) + " has " + std::to_string(s.size()) + " tokens, expected " +
+                        std::to_string(seq + 1));
+        std::copy(s.begin(), s.end(), out + i * (seq + 1));
+    }
+    return t.to(device);
+}
+
+struct IntervalStats {
+    double loss_sum = 0;
+    std::int64_t advanced = 0, skipped = 0, nan = 0;
+    Clock::time_point start = Clock::now();
+};
+
+}  // namespace
+
+RunSummary run_training(const train::TrainArgs& args, const RunOptions& options) {
+    const auto process_start = Clock::now();
+    if (!args.checkpoint.save.empty())
+        throw UsageError("--save: checkpoint saving is not implemented in mds-train yet; run without --save");
+    if (!args.checkpoint.load.empty())
+        throw UsageError("--load: resuming from a checkpoint is not implemented in mds-train yet; run without --load");
+    if (args.parallel.tensor_model_parallel_size != 1 || args.parallel.pipeline_model_parallel_size != 1 ||
+        args.parallel.data_parallel_size != 1)
+        throw UsageError("mds-train runs on one process for now: --tensor-model-parallel-size and "
+                         "--pipeline-model-parallel-size must be 1, and WORLD_SIZE 1");
+    if (args.data.data_path.empty()) throw UsageError("--data-path is required");
+    if (!args.data.train_weighted_split_paths_path.empty() || !args.data.valid_weighted_split_paths_path.empty())
+        throw UsageError("--train-weighted-split-paths-path / --valid-weighted-split-paths-path are not supported by "
+                         "mds-train yet; use --data-path with weights and --split");
+    if (args.curriculum && args.curriculum->enabled)
+        throw UsageError("curriculum_learning in the DeepSpeed config is not wired into mds-train yet");
+
+    train::install_stop_signal_handlers();
+    if (options.threads > 0) at::set_num_threads(static_cast<int>(options.threads));
+    const c10::Device device = pick_device(options.device);
+
+    // Tokenizer → padded vocabulary, as Megatron's build_tokenizer.
+    const auto tok = load_tokenizer(args.data);
+    const std::int64_t vocab = static_cast<std::int64_t>(tok.vocab_size());
+    const std::int64_t padded = model::padded_vocab_size(vocab, args.model.make_vocab_size_divisible_by,
+                                                         args.parallel.tensor_model_parallel_size,
+                                                         args.model.pad_vocab_size_to.value_or(0));
+    print_info(" > padded vocab (size: " + std::to_string(vocab) + ") with " + std::to_string(padded - vocab) +
+               " dummy tokens (new size: " + std::to_string(padded) + ")");
+
+    const auto cfg = model_config(args, padded);
+    at::manual_seed(static_cast<std::uint64_t>(args.seed));
+    model::GptModel model(cfg, device, static_cast<std::uint64_t>(args.seed));
+    print_info(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
+               std::to_string(model.parameter_count()));
+    print_info("device " + device.str() + ", " + model::precision_name(cfg.precision) + ", " +
+               std::to_string(at::get_num_threads()) + " CPU threads");
+
+    // Batch sizes, iterations, data.
+    auto calculator = train::make_num_micro_batches_calculator(args);
+    const std::int64_t mbs = args.optimizer.micro_batch_size;
+    const std::int64_t gbs = calculator.global_batch_size();
+    data::GptDatasetsOptions dopt;
+    dopt.data_path = args.data.data_path;
+    if (args.data.split) dopt.split = *args.data.split;
+    dopt.seq_length = static_cast<std::int32_t>(cfg.seq_length);
+    dopt.seed = args.seed;
+    dopt.num_samples.train_samples = args.length.train_samples;
+    dopt.num_samples.train_iters = args.length.train_iters;
+    dopt.num_samples.global_batch_size = gbs;
+    dopt.num_samples.eval_interval = args.logging.eval_interval;
+    dopt.num_samples.eval_iters = args.logging.eval_iters;
+    if (const auto& r = args.optimizer.rampup_batch_size)
+        dopt.num_samples.rampup_batch_size = std::array<std::int64_t, 3>{r->start_global_batch_size, r->batch_size_increment,
+                                                                         r->ramp_up_samples};
+    dopt.log = [](const std::string& m) { print_info(m); };
+    data::GptDatasets datasets(dopt);
+    const std::int64_t train_iters = datasets.summary().train_iters;
+    const bool do_valid = datasets.summary().sizes[1] > 0 && args.logging.eval_iters > 0;
+    const bool do_test = datasets.summary().sizes[2] > 0 && args.logging.eval_iters > 0;
+
+    optim::LrSchedule schedule(optim::lr_schedule_params_from_config(args.optimizer, args.length.train_iters,
+                                                                     args.length.train_samples, gbs));
+    AdamOptimizer optimizer(model.parameters(), args.optimizer);
+    LossScale scaler(args);
+
+    std::unique_ptr<observe::TensorBoardWriter> tb;
+    if (!args.logging.tensorboard_dir.empty()) tb = std::make_unique<observe::TensorBoardWriter>(args.logging.tensorboard_dir);
+
+    observe::ThroughputShape flops_shape;
+    flops_shape.num_layers = cfg.num_layers;
+    flops_shape.hidden_size = cfg.hidden_size;
+    flops_shape.padded_vocab_size = padded;
+    flops_shape.seq_length = cfg.seq_length;
+    flops_shape.checkpoint_activations = cfg.checkpoint_activations;
+    const double params_no_embeddings_billions =
+        static_cast<double>(model.parameter_count() - model.parameter(model::kEmbeddingLayer, "word_embeddings.weight").tensor.numel() -
+                            (cfg.position_embedding == model::PositionEmbedding::Absolute
+                                 ? model.parameter(model::kEmbeddingLayer, "position_embeddings.weight").tensor.numel()
+                                 : 0)) /
+        1e9;
+
+    std::int64_t iteration = 0, consumed = 0, consumed_tokens = 0, consumed_valid = 0;
+    double gigaflos_no_embeds = 0;
+    RunSummary summary;
+
+    auto evaluate = [&](const std::string& prefix, int split, std::int64_t& consumed_split) {
+        c10::NoGradGuard no_grad;
+        model.set_training(false);
+        const std::int64_t nmb = calculator.num_micro_batches();
+        double total = 0;
+        for (std::int64_t it = 0; it < args.logging.eval_iters; ++it) {
+            for (std::int64_t j = 0; j < nmb; ++j) {
+                auto batch = micro_batch(datasets, split, consumed_split, mbs, cfg.seq_length, device);
+                consumed_split += mbs;
+                total += model.loss(batch.narrow(1, 0, cfg.seq_length), batch.narrow(1, 1, cfg.seq_length)).item<double>();
+            }
+        }
+        model.set_training(true);
+        const double loss = total / static_cast<double>(args.logging.eval_iters * nmb);
+        print_line(observe::format_validation_block(prefix, {{"lm loss", loss}}));
+        if (tb && split == 1) {
+            const double ppl = std::exp(std::min(20.0, loss));
+            tb->add_scalar("lm-loss-validation/lm loss validation", loss, iteration);
+            tb->add_scalar("lm-loss-validation/lm loss validation vs samples", loss, consumed);
+            tb->add_scalar("lm-loss-validation/lm loss validation vs tokens", loss, consumed_tokens);
+            tb->add_scalar("lm-loss-validation/lm loss validation vs gigaflos (without embeddings)", loss,
+                           static_cast<std::int64_t>(gigaflos_no_embeds));
+            if (args.logging.log_validation_ppl_to_tensorboard) {
+                tb->add_scalar("lm-loss-validation/lm loss validation ppl", ppl, iteration);
+                tb->add_scalar("lm-loss-validation/lm loss validation ppl vs samples", ppl, consumed);
+                tb->add_scalar("lm-loss-validation/lm loss validation ppl vs tokens", ppl, consumed_tokens);
+                tb->add_scalar("lm-loss-validation/lm loss validation ppl vs gigaflos (without embeddings)", ppl,
+                               static_cast<std::int64_t>(gigaflos_no_embeds));
+            }
+            tb->flush();
+        }
+        return loss;
+    };
+
+    print_info("training " + std::to_string(train_iters) + " iterations of " + std::to_string(gbs) + " × " +
+               std::to_string(cfg.seq_length) + " tokens");
+    model.set_training(true);
+    IntervalStats interval;
+    std::string exit_reason = "finished";
+    while (iteration < train_iters) {
+        calculator.update(consumed);
+        const std::int64_t nmb = calculator.num_micro_batches();
+        const std::int64_t batch_size = calculator.current_global_batch_size();
+        const double scale = scaler.scale();
+
+        optimizer.zero_grad();
+        double loss_sum = 0;
+        for (std::int64_t j = 0; j < nmb; ++j) {
+            auto batch = micro_batch(datasets, 0, consumed + j * mbs, mbs, cfg.seq_length, device);
+            auto loss = model.loss(batch.narrow(1, 0, cfg.seq_length), batch.narrow(1, 1, cfg.seq_length));
+            loss_sum += loss.item<double>();
+            // Megatron divides each micro batch's loss by the number of micro batches.
+            (loss * (scale / static_cast<double>(nmb))).backward();
+        }
+        const double lm_loss = loss_sum / static_cast<double>(nmb);
+        const auto step = optimizer.step(schedule.lr(), schedule.weight_decay(), scale, scaler.active(),
+                                         args.logging.log_num_zeros_in_grad);
+        bool skipped = step.skipped;
+        if (scaler.active()) skipped = scaler.update(step.skipped);
+        if (!skipped) schedule.step(batch_size, consumed_tokens);  // tokens before this iteration, as BS AnnealingLR
+
+        ++iteration;
+        consumed += batch_size;
+        consumed_tokens += batch_size * cfg.seq_length;
+        gigaflos_no_embeds += 6.0 * static_cast<double>(batch_size * cfg.seq_length) * params_no_embeddings_billions;
+        summary.last_loss = lm_loss;
+        if (skipped) {
+            ++interval.skipped;
+            if (!std::isfinite(lm_loss)) ++interval.nan;
+        } else {
+            ++interval.advanced;
+            interval.loss_sum += lm_loss;
+        }
+        const double lr = schedule.lr();
+        const std::optional<double> grad_norm = args.optimizer.clip_grad > 0 && !skipped ? std::optional(step.grad_norm) : std::nullopt;
+        const std::optional<double> params_norm = args.logging.log_params_norm ? std::optional(optimizer.params_norm()) : std::nullopt;
+
+        if (tb && iteration % args.logging.tensorboard_log_interval == 0) {
+            auto both = [&](const std::string& tag, double v) {
+                tb->add_scalar(tag, v, iteration);
+                tb->add_scalar(tag + " vs samples", v, consumed);
+            };
+            auto three = [&](const std::string& tag, double v) {
+                both(tag, v);
+                tb->add_scalar(tag + " vs tokens", v, consumed_tokens);
+            };
+            tb->add_scalar("steps-vs-samples/y=steps,x=samples", static_cast<double>(iteration), consumed);
+            tb->add_scalar("steps-vs-samples/y=samples,x=steps", static_cast<double>(consumed), iteration);
+            tb->add_scalar("steps-vs-tokens/y=steps,x=tokens", static_cast<double>(iteration), consumed_tokens);
+            tb->add_scalar("steps-vs-tokens/y=tokens,x=steps", static_cast<double>(consumed_tokens), iteration);
+            if (args.logging.log_learning_rate_to_tensorboard) three("learning-rate/learning-rate", lr);
+            if (args.logging.log_batch_size_to_tensorboard) both("batch-size/batch-size", static_cast<double>(batch_size));
+            three("lm-loss-training/lm loss", lm_loss);
+            tb->add_scalar("lm-loss-training/lm loss vs gigaflos (without embeddings)", lm_loss,
+                           static_cast<std::int64_t>(gigaflos_no_embeds));
+            if (scaler.active() && args.logging.log_loss_scale_to_tensorboard) three("loss-scale/loss-scale", scaler.scale());
+            if (grad_norm) three("grad-norm/grad-norm", *grad_norm);
+            if (step.num_zeros >= 0) three("num-zeros/num-zeros", static_cast<double>(step.num_zeros));
+            if (params_norm) three("params-norm/params-norm", *params_norm);
+        }
+
+        if (iteration % args.logging.log_interval == 0) {
+            const std::int64_t total_iters = interval.advanced + interval.skipped;
+            const double per_iter = seconds_since(interval.start) / static_cast<double>(total_iters);
+            flops_shape.global_batch_size = batch_size;
+            observe::TrainingLogLine line;
+            line.iteration = iteration;
+            line.train_iters = train_iters;
+            line.consumed_samples = consumed;
+            line.consumed_tokens = consumed_tokens;
+            line.seconds_per_iteration = per_iter;
+            line.learning_rate = lr;
+            line.global_batch_size = batch_size;
+            line.losses = {{"lm loss", interval.loss_sum / static_cast<double>(std::max<std::int64_t>(1, interval.advanced))}};
+            if (args.optimizer.fp16) line.loss_scale = scaler.scale();
+            line.grad_norm = grad_norm;
+            if (step.num_zeros >= 0) line.num_zeros = static_cast<double>(step.num_zeros);
+            line.params_norm = params_norm;
+            line.skipped_iterations = interval.skipped;
+            line.nan_iterations = interval.nan;
+            line.samples_per_second = static_cast<double>(batch_size) / per_iter;
+            line.tflops = observe::tflops_per_gpu(flops_shape, per_iter, 1);
+            line.tokens_per_second = line.samples_per_second * static_cast<double>(cfg.seq_length);
+            print_line(observe::format_training_log_line(line));
+            if (tb && args.logging.log_timers_to_tensorboard) {
+                tb->add_scalar("iteration-time/iteration-time", per_iter, iteration);
+                tb->add_scalar("iteration-time/iteration-time vs samples", per_iter, consumed);
+                tb->add_scalar("iteration-time/iteration-time vs tokens", per_iter, consumed_tokens);
+                tb->add_scalar("iteration-time/samples per second", line.samples_per_second, iteration);
+                tb->add_scalar("iteration-time/samples per second per replica", line.samples_per_second, iteration);
+                tb->add_scalar("iteration-time/tokens per second", *line.tokens_per_second, iteration);
+                tb->add_scalar("iteration-time/tokens per second per replica", *line.tokens_per_second, iteration);
+                tb->add_scalar("iteration-time/TFLOPs per gpu (estimated)", line.tflops, iteration);
+            }
+            if (tb) tb->flush();
+            interval = IntervalStats{};
+        }
+
+        if (do_valid && args.logging.eval_interval > 0 && iteration % args.logging.eval_interval == 0)
+            evaluate("iteration " + std::to_string(iteration), 1, consumed_valid);
+
+        // Exit conditions, checked between iterations as Megatron does.
+        if (const int sig = train::stop_signal_received()) {
+            exit_reason = train::signal_name(sig);
+            print_info("received " + exit_reason + ": stopping after iteration " + std::to_string(iteration));
+            break;
+        }
+        if (!args.exit.kill_switch_path.empty() && std::filesystem::exists(args.exit.kill_switch_path)) {
+            exit_reason = "kill switch";
+            print_info("Detected kill switch at " + args.exit.kill_switch_path + ". Exiting");
+            break;
+        }
+        if (args.exit.exit_duration_in_mins && seconds_since(process_start) / 60.0 > static_cast<double>(*args.exit.exit_duration_in_mins)) {
+            exit_reason = "exit duration";
+            print_info("exiting program after " + std::to_string(seconds_since(process_start) / 60.0) + " minutes");
+            break;
+        }
+        if (args.exit.exit_interval && *args.exit.exit_interval > 0 && iteration % *args.exit.exit_interval == 0) {
+            exit_reason = "exit interval";
+            print_info("exiting program at iteration " + std::to_string(iteration));
+            break;
+        }
+    }
+
+    if (exit_reason == "finished") {
+        std::int64_t consumed_test = 0;
+        if (do_valid) evaluate("the end of training for val data", 1, consumed_valid);
+        if (do_test) evaluate("the end of training for test data", 2, consumed_test);
+    }
+    if (tb) tb->flush(true);
+    summary.iterations = iteration;
+    summary.consumed_samples = consumed;
+    summary.exit_reason = exit_reason;
+    return summary;
+}
+
+}  // namespace mds::trainer

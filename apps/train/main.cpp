@@ -4,7 +4,12 @@
 #include <cstdlib>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "mds/observe/loss_alert.h"
+#include "mds/train/dry_run.h"
 #include "mds/train/train_args.h"
+#include "mds/train/train_tokenizer.h"
 #include "mds/trainer/trainer.h"
 #include "mds/util/cli.h"
 #include "mds/util/tool.h"
@@ -22,17 +27,27 @@ int main(int argc, char** argv) {
         app.add_option("--device", run.device, "Where to train: auto (the GPU when LibTorch sees one), cpu or cuda")
             ->default_str("auto")->group(g);
         app.add_option("--threads", run.threads, "CPU threads for LibTorch (default: LibTorch's choice)")->group(g);
-        app.add_option("--alert-command", run.alert_command,
-                       "Shell command run on a loss spike or NaN loss, with the ***ALERT message in $1")->group(g);
         app.add_option("--country-iso-code", run.country_iso_code,
                        "ISO 3166 alpha-3 country of the data centre, for the carbon intensity of --codecarbon-dir")
             ->default_str("FRA")->group(g);
         app.add_option("--pue", run.pue, "Power usage effectiveness of the data centre (energy multiplier)")
             ->default_str("1.0")->check(CLI::Range(1.0, 10.0))->group(g);
+        mds::observe::add_loss_alert_flags(app, run.alert, run.alert_command);
+        mds::train::DryRunOptions dry;
+        bool json = false;
+        mds::train::add_dry_run_flags(app, dry);
+        mds::add_json_flag(app, json);
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
 
         if (const char* ws = std::getenv("WORLD_SIZE")) args.parallel.world_size = std::stoll(ws);
         for (const auto& w : mds::train::resolve_train_args(args)) mds::print_warning(w);
+        if (dry.enabled) {
+            if (!dry.vocab_size) dry.vocab_size = static_cast<std::int64_t>(mds::train::load_tokenizer(args.data).vocab_size());
+            const auto report = mds::train::plan_dry_run(args, dry);
+            std::fputs(json ? (mds::train::dry_run_json(report).dump() + "\n").c_str() : mds::train::format_dry_run(report).c_str(),
+                       stdout);
+            return 0;
+        }
         const auto summary = mds::trainer::run_training(args, run);
         mds::print_info("stopped (" + summary.exit_reason + ") after " + std::to_string(summary.iterations) +
                         " iterations, " + std::to_string(summary.consumed_samples) + " samples");

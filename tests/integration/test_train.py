@@ -34,7 +34,8 @@ LINE = re.compile(
     r"elapsed time per iteration \(s\): [0-9.]+ \| learning rate: \d\.\d{3}E[+-]\d\d \| global batch size: +(\d+) \| "
     r"lm loss: (\d\.\d{6}E[+-]\d\d) \| (?:loss scale: [0-9.]+ \| )?grad norm: [0-9.]+ \| (?:num zeros: [0-9.]+ \| )?"
     r"(?:params norm: [0-9.]+ \| )?number of skipped iterations: +\d+ \| number of nan iterations: +\d+ \| "
-    r"samples per second: [0-9.]+ \| TFLOPs: [0-9.]+ \| tokens per second: [0-9.]+ \|$")
+    r"samples per second: [0-9.]+ \| TFLOPs: [0-9.]+ \| tokens per second: [0-9.]+ \|"
+    r"(?: energy \(kWh\): \d\.\d{3}E[+-]\d\d \| CO2 \(kg\): \d\.\d{3}E[+-]\d\d \|)?$")
 
 
 def check(cond, what):
@@ -74,7 +75,7 @@ def main_run(tmp, data):
     tb = tmp + "/tb"
     r = run(data + model_flags(60, ["--tensorboard-dir", tb, "--log-timers-to-tensorboard", "--log-params-norm",
                                     "--log-num-zeros-in-grad", "--log-validation-ppl-to-tensorboard",
-                                    "--log-batch-size-to-tensorboard"]))
+                                    "--log-batch-size-to-tensorboard", "--codecarbon-dir", tmp + "/carbon"]))
     if not check(r.returncode == 0, f"main run exited {r.returncode}: {r.stderr[-2000:]}"):
         return
     lines = iteration_lines(r.stdout)
@@ -90,6 +91,11 @@ def main_run(tmp, data):
         check("num zeros:" in line and "params norm:" in line, f"--log-num-zeros-in-grad/--log-params-norm: {line!r}")
         losses.append(float(loss))
     check(losses and losses[-1] < losses[0] - 0.7, f"loss did not fall: {losses}")
+    check(all("energy (kWh):" in x for x in lines), "--codecarbon-dir: energy missing from the iteration lines")
+    import csv
+    rows = list(csv.DictReader(open(tmp + "/carbon/emissions.csv"))) if os.path.exists(tmp + "/carbon/emissions.csv") else []
+    check(len(rows) == 1 and len(rows[0]) == 38 and float(rows[0]["duration"]) > 0 and float(rows[0]["energy_consumed"]) > 0
+          and rows[0]["country_iso_code"] == "FRA", f"emissions.csv: {rows}")
     blocks = re.findall(r"^validation loss at (.*?) \| lm loss value: (\S+) \| lm loss PPL: (\S+) \| $", r.stdout, re.M)
     prefixes = [b[0] for b in blocks]
     check(prefixes == ["iteration 10", "iteration 20", "iteration 30", "iteration 40", "iteration 50", "iteration 60",
@@ -159,6 +165,61 @@ def exits(tmp, data):
     print(f"exits: --exit-interval 7, kill switch, SIGUSR1 after {n} iterations ({time.time() - t0:.1f} s to stop)")
 
 
+def alerts(tmp, data):
+    """A learning rate that blows the loss up mid-run: one ***ALERT line, and --alert-command gets it in $1."""
+    out = tmp + "/alert.txt"
+    args = model_flags(12, ["--lr", "20", "--lr-warmup-iters", "10", "--lr-decay-style", "constant", "--clip-grad", "0",
+                            "--log-interval", "1", "--eval-iters", "0", "--alert-command", f'echo "$1" >> {out}'])
+    r = run(data + args)
+    lines = [x for x in r.stdout.splitlines() if x.startswith("***ALERT")]
+    check(r.returncode == 0 and lines and "loss spike at iteration" in lines[0], f"alert: rc {r.returncode}, {lines}")
+    got = []
+    for _ in range(100):  # the command runs in the background: give it a moment
+        got = open(out).read().splitlines() if os.path.exists(out) else []
+        if len(got) >= len(lines):
+            break
+        time.sleep(0.1)
+    check(got == lines, f"--alert-command received {got}, the log has {lines}")
+    print(f"alerts: {lines[0] if lines else None}")
+
+
+def dry_run(tmp, data):
+    """--dry-run of tr1-13B's shape trains nothing and prints its parameter count and days."""
+    r = run(["--num-layers", "40", "--hidden-size", "5120", "--num-attention-heads", "32", "--seq-length", "2048",
+             "--max-position-embeddings", "2048", "--micro-batch-size", "1", "--global-batch-size", "1024",
+             "--train-samples", "146_484_375", "--lr", "1e-4", "--fp16", "--checkpoint-activations",
+             "--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "4", "--dry-run",
+             "--dry-run-gpus", "256", "--dry-run-tflops", "45", "--dry-run-vocab-size", "50257", "--json"])
+    import json
+    ok = r.returncode == 0
+    rep = json.loads(r.stdout) if ok else {}
+    check(ok and "12854282240" in r.stdout.replace(",", ""), f"dry run: {r.returncode} {r.stdout[:300]} {r.stderr[-300:]}")
+    print(f"dry run: {r.stdout[:120]}...")
+    return rep
+
+
+def curriculum(tmp, data):
+    """DeepSpeed's seqlen curriculum from --deepspeed_config: each step's samples are cut to DeepSpeed's
+    fixed_linear difficulty, and consumed tokens follow it (Megatron-DeepSpeed's accounting)."""
+    import json
+    cfg = tmp + "/ds.json"
+    json.dump({"train_micro_batch_size_per_gpu": 4, "gradient_clipping": 1.0,
+               "curriculum_learning": {"enabled": True, "curriculum_type": "seqlen", "min_difficulty": 16,
+                                       "max_difficulty": 64, "schedule_type": "fixed_linear",
+                                       "schedule_config": {"total_curriculum_step": 8, "difficulty_step": 8}}},
+              open(cfg, "w"))
+    r = run(data + model_flags(10, ["--log-interval", "1", "--eval-iters", "0", "--deepspeed", "--deepspeed_config", cfg]))
+    seqlens = [int(x) for x in re.findall(r"curriculum seqlen: +(\d+)", r.stdout)]
+    tokens = [int(x) for x in re.findall(r"consumed tokens: +(\d+)", r.stdout)]
+    expect = []
+    for step in range(1, 11):  # DeepSpeed fixed_linear: floor(step/total * (max-min) + min), down to a multiple of 8
+        x = int(step / 8 * (64 - 16) + 16)
+        expect.append(min(x - x % 8, 64))
+    check(r.returncode == 0 and seqlens == expect, f"curriculum seqlens {seqlens}, expected {expect}: {r.stderr[-300:]}")
+    check(tokens == [8 * sum(expect[:i + 1]) for i in range(10)], f"curriculum consumed tokens {tokens}")
+    print(f"curriculum: seqlen {seqlens}")
+
+
 def errors(tmp, data):
     cases = [
         (model_flags(10, ["--save", tmp + "/ckpt", "--save-interval", "5"]), 2, "--save"),
@@ -181,6 +242,9 @@ def main():
         main_run(tmp, data)
         precision_runs(tmp, data)
         exits(tmp, data)
+        alerts(tmp, data)
+        curriculum(tmp, data)
+        dry_run(tmp, data)
         errors(tmp, data)
     if failures:
         print("\n".join("FAIL: " + f for f in failures))

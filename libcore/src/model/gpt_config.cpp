@@ -37,22 +37,6 @@ void GptConfig::validate() const {
     if (attention_dropout < 0 || attention_dropout >= 1) throw UsageError("--attention-dropout must be in [0, 1)");
 }
 
-std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisible_by, std::int64_t tensor_parallel, std::int64_t pad_to) {
-    if (vocab <= 0) throw UsageError("the tokenizer's vocabulary is empty");
-    if (tensor_parallel <= 0) throw UsageError("--tensor-model-parallel-size must be positive");
-    if (pad_to > 0) {
-        if (pad_to < vocab)
-            throw UsageError("--pad-vocab-size-to " + std::to_string(pad_to) + " is smaller than the vocabulary (" + std::to_string(vocab) + ")");
-        if (pad_to % tensor_parallel != 0)
-            throw UsageError("--pad-vocab-size-to " + std::to_string(pad_to) + " is not divisible by --tensor-model-parallel-size " +
-                             std::to_string(tensor_parallel));
-        return pad_to;
-    }
-    if (divisible_by <= 0) throw UsageError("--make-vocab-size-divisible-by must be positive");
-    const std::int64_t multiple = divisible_by * tensor_parallel;
-    return (vocab + multiple - 1) / multiple * multiple;
-}
-
 std::vector<double> alibi_slopes(std::int64_t num_heads) {
     // For n a power of two: start = 2^(-8/n), slopes = start^1 … start^n. Otherwise the slopes of
     // the largest power of two p2 below n, then every other slope of 2·p2 (odd powers).

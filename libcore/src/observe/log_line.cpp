@@ -52,8 +52,8 @@ std::string format_training_log_line(const TrainingLogLine& l) {
         s += " TFLOPs: " + py_format_float(l.tflops, 2, 'f') + " |";
     }
     if (l.tokens_per_second) s += " tokens per second: " + py_format_float(*l.tokens_per_second, 1, 'f') + " |";
-    if (l.energy_kwh) s += " energy (kWh): " + py_format_float(*l.energy_kwh, 3, 'f') + " |";
-    if (l.co2_kg) s += " CO2 (kg): " + py_format_float(*l.co2_kg, 3, 'f') + " |";
+    if (l.energy_kwh) s += " energy (kWh): " + py_format_float(*l.energy_kwh, 3, 'E') + " |";
+    if (l.co2_kg) s += " CO2 (kg): " + py_format_float(*l.co2_kg, 3, 'E') + " |";
     return s;
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mds/train/curriculum.h"  // find_curriculum_config_problem
 #include "mds/util/error.h"
 
 namespace mds::train {
@@ -66,6 +67,18 @@ public:
         if (!v) return std::nullopt;
         if (!v->is_string()) fail(key, std::string("expected a string, found ") + v->dump());
         return v->get<std::string>();
+    }
+
+    std::optional<std::vector<std::int64_t>> integer_list(const std::string& key) {
+        const json* v = find(key);
+        if (!v) return std::nullopt;
+        if (!v->is_array()) fail(key, std::string("expected a list of integers, found ") + v->dump());
+        std::vector<std::int64_t> out;
+        for (const auto& item : *v) {
+            if (!item.is_number_integer()) fail(key, std::string("expected a list of integers, found ") + v->dump());
+            out.push_back(item.get<std::int64_t>());
+        }
+        return out;
     }
 
     std::optional<Section> section(const std::string& key) {
@@ -129,24 +142,24 @@ DeepSpeedConfig parse_deepspeed_config(const json& root, const std::string& sour
         c.min_difficulty = cl->integer("min_difficulty").value_or(0);
         c.max_difficulty = cl->integer("max_difficulty").value_or(0);
         c.schedule_type = cl->string("schedule_type").value_or("fixed_linear");
-        if (c.schedule_type != "fixed_linear")
-            cl->fail("schedule_type",
-                     "\"" + c.schedule_type + "\" is not supported by mds-train (only \"fixed_linear\")");
+        const bool discrete = c.schedule_type == "fixed_discrete";
+        if (c.schedule_type != "fixed_linear" && c.schedule_type != "fixed_root" && !discrete)
+            cl->fail("schedule_type", "\"" + c.schedule_type +
+                                          "\" is not supported by mds-train (fixed_linear, fixed_root or fixed_discrete)");
         if (auto sc = cl->section("schedule_config")) {
-            c.total_curriculum_step = sc->integer("total_curriculum_step").value_or(0);
-            c.difficulty_step = sc->integer("difficulty_step").value_or(0);
+            if (discrete) {
+                c.difficulties = sc->integer_list("difficulty").value_or(std::vector<std::int64_t>{});
+                c.max_steps = sc->integer_list("max_step").value_or(std::vector<std::int64_t>{});
+            } else {
+                c.total_curriculum_step = sc->integer("total_curriculum_step").value_or(0);
+                c.difficulty_step = sc->integer("difficulty_step").value_or(0);
+                if (c.schedule_type == "fixed_root") c.root_degree = sc->number("root_degree").value_or(0.0);
+            }
             sc->finish();
         }
-        if (c.enabled) {
-            if (c.min_difficulty <= 0 || c.max_difficulty < c.min_difficulty)
-                cl->fail("min_difficulty", "expected 0 < min_difficulty <= max_difficulty, found " +
-                                               std::to_string(c.min_difficulty) + " and " +
-                                               std::to_string(c.max_difficulty));
-            if (c.total_curriculum_step <= 0)
-                cl->fail("schedule_config.total_curriculum_step", "expected a positive number of steps");
-            if (c.difficulty_step <= 0)
-                cl->fail("schedule_config.difficulty_step", "expected a positive step");
-        }
+        // The rules of each schedule live with the scheduler (curriculum.h).
+        if (c.enabled)
+            if (auto problem = find_curriculum_config_problem(c)) cl->fail(problem->field, problem->what);
         cl->finish();
         config.curriculum_learning = c;
     }

@@ -13,14 +13,19 @@
 
 #include "mds/data/gpt_datasets.h"
 #include "mds/model/gpt_model.h"
+#include "mds/observe/carbon_tracker.h"
 #include "mds/observe/flops.h"
 #include "mds/observe/log_line.h"
+#include "mds/observe/loss_alert.h"
 #include "mds/observe/tensorboard_writer.h"
 #include "mds/optim/loss_scaler.h"
 #include "mds/optim/lr_schedule.h"
-#include "mds/tokenizer/tokenizer.h"
+#include "mds/train/curriculum.h"
+#include "mds/train/dry_run.h"          // padded_vocab_size
+#include "mds/train/train_tokenizer.h"
 #include "mds/train/stop_signals.h"
 #include "mds/trainer/optimizer.h"
+#include "mds/util/cli.h"  // mds_version
 #include "mds/util/error.h"
 #include "mds/util/tool.h"
 
@@ -47,24 +52,6 @@ c10::Device pick_device(const std::string& name) {
     }
     if (name != "auto") throw UsageError("--device must be auto, cpu or cuda, got " + name);
     return has_cuda ? c10::Device(at::kCUDA, 0) : c10::Device(at::kCPU);
-}
-
-tok::Tokenizer load_tokenizer(const train::DataArgs& d) {
-    const std::string type = d.tokenizer_type.value_or("GPT2BPETokenizer");
-    if (type == "GPT2BPETokenizer") {
-        if (d.vocab_file.empty() || d.merge_file.empty())
-            throw UsageError("--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
-        return tok::Tokenizer::from_gpt2_files(d.vocab_file, d.merge_file);
-    }
-    if (type == "PretrainedFromHF") {
-        std::filesystem::path p = d.tokenizer_name_or_path;
-        if (std::filesystem::is_directory(p)) p /= "tokenizer.json";
-        if (!std::filesystem::exists(p))
-            throw UsageError("--tokenizer-name-or-path " + d.tokenizer_name_or_path +
-                             ": mds reads a local tokenizer.json (or a directory holding one); Hub names are not fetched");
-        return tok::Tokenizer::from_hf_json(p.string());
-    }
-    throw UsageError("--tokenizer-type " + type + " is not supported (GPT2BPETokenizer or PretrainedFromHF)");
 }
 
 model::GptConfig model_config(const train::TrainArgs& args, std::int64_t padded_vocab) {
@@ -159,19 +146,15 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     if (!args.data.train_weighted_split_paths_path.empty() || !args.data.valid_weighted_split_paths_path.empty())
         throw UsageError("--train-weighted-split-paths-path / --valid-weighted-split-paths-path are not supported by "
                          "mds-train yet; use --data-path with weights and --split");
-    if (args.curriculum && args.curriculum->enabled)
-        throw UsageError("curriculum_learning in the DeepSpeed config is not wired into mds-train yet");
 
     train::install_stop_signal_handlers();
     if (options.threads > 0) at::set_num_threads(static_cast<int>(options.threads));
     const c10::Device device = pick_device(options.device);
 
     // Tokenizer → padded vocabulary, as Megatron's build_tokenizer.
-    const auto tok = load_tokenizer(args.data);
+    const auto tok = train::load_tokenizer(args.data);
     const std::int64_t vocab = static_cast<std::int64_t>(tok.vocab_size());
-    const std::int64_t padded = model::padded_vocab_size(vocab, args.model.make_vocab_size_divisible_by,
-                                                         args.parallel.tensor_model_parallel_size,
-                                                         args.model.pad_vocab_size_to.value_or(0));
+    const std::int64_t padded = train::padded_vocab_size(vocab, args.model, args.parallel.tensor_model_parallel_size);
     print_info(" > padded vocab (size: " + std::to_string(vocab) + ") with " + std::to_string(padded - vocab) +
                " dummy tokens (new size: " + std::to_string(padded) + ")");
 
@@ -211,6 +194,23 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     AdamOptimizer optimizer(model.parameters(), args.optimizer);
     LossScale scaler(args);
 
+    // One carbon tracker per node (here: the process) covering its GPUs; CPU and RAM are measured
+    // once per node, never per rank.
+    std::optional<observe::CarbonTracker> carbon;
+    if (!args.logging.codecarbon_dir.empty()) {
+        observe::CarbonTrackerConfig cc;
+        cc.output_dir = args.logging.codecarbon_dir;
+        cc.country_iso_code = options.country_iso_code;
+        cc.pue = options.pue;
+        cc.codecarbon_version = "mds-" + std::string(mds_version());
+        if (device.is_cuda()) cc.gpu_indices = std::vector<unsigned>{static_cast<unsigned>(device.index())};
+        else cc.gpu_indices = std::vector<unsigned>{};
+        carbon.emplace(cc);
+        for (const auto& note : carbon->take_new_notes()) print_info("codecarbon: " + note);
+        print_info("codecarbon: " + carbon->output_path() + ", " + carbon->country_name() + " at " +
+                   std::to_string(carbon->carbon_intensity_g_per_kwh()) + " g/kWh, PUE " + std::to_string(options.pue));
+    }
+
     std::unique_ptr<observe::TensorBoardWriter> tb;
     if (!args.logging.tensorboard_dir.empty()) tb = std::make_unique<observe::TensorBoardWriter>(args.logging.tensorboard_dir);
 
@@ -226,6 +226,12 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
                                  ? model.parameter(model::kEmbeddingLayer, "position_embeddings.weight").tensor.numel()
                                  : 0)) /
         1e9;
+
+    std::optional<train::CurriculumScheduler> curriculum;
+    if (args.curriculum && args.curriculum->enabled) curriculum.emplace(*args.curriculum);
+    observe::LossAlertDetector alerts(options.alert);
+    std::optional<observe::AlertCommandRunner> alert_command;
+    if (!options.alert_command.empty()) alert_command.emplace(options.alert_command);
 
     std::int64_t iteration = 0, consumed = 0, consumed_tokens = 0, consumed_valid = 0;
     double gigaflos_no_embeds = 0;
@@ -275,12 +281,20 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         const std::int64_t nmb = calculator.num_micro_batches();
         const std::int64_t batch_size = calculator.current_global_batch_size();
         const double scale = scaler.scale();
+        // Curriculum: the step's sequence length; the samples are cut to it (Megatron-DeepSpeed).
+        std::int64_t seqlen = cfg.seq_length, curriculum_seqlen = 0;
+        if (curriculum) {
+            const auto c = train::curriculum_step(*curriculum, iteration, cfg.seq_length);
+            seqlen = c.batch_seq_length;
+            curriculum_seqlen = c.curriculum_seqlen;
+        }
+        const std::int64_t tokens_per_sample = curriculum ? curriculum_seqlen : cfg.seq_length;
 
         optimizer.zero_grad();
         double loss_sum = 0;
         for (std::int64_t j = 0; j < nmb; ++j) {
             auto batch = micro_batch(datasets, 0, consumed + j * mbs, mbs, cfg.seq_length, device);
-            auto loss = model.loss(batch.narrow(1, 0, cfg.seq_length), batch.narrow(1, 1, cfg.seq_length));
+            auto loss = model.loss(batch.narrow(1, 0, seqlen), batch.narrow(1, 1, seqlen));
             loss_sum += loss.item<double>();
             // Megatron divides each micro batch's loss by the number of micro batches.
             (loss * (scale / static_cast<double>(nmb))).backward();
@@ -292,9 +306,10 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         if (scaler.active()) skipped = scaler.update(step.skipped);
         if (!skipped) schedule.step(batch_size, consumed_tokens);  // tokens before this iteration, as BS AnnealingLR
 
+        if (carbon) carbon->measure_if_due();
         ++iteration;
         consumed += batch_size;
-        consumed_tokens += batch_size * cfg.seq_length;
+        consumed_tokens += batch_size * tokens_per_sample;
         gigaflos_no_embeds += 6.0 * static_cast<double>(batch_size * cfg.seq_length) * params_no_embeddings_billions;
         summary.last_loss = lm_loss;
         if (skipped) {
@@ -330,12 +345,14 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
             if (grad_norm) three("grad-norm/grad-norm", *grad_norm);
             if (step.num_zeros >= 0) three("num-zeros/num-zeros", static_cast<double>(step.num_zeros));
             if (params_norm) three("params-norm/params-norm", *params_norm);
+            if (curriculum) tb->add_scalar("curriculum_seqlen", static_cast<double>(curriculum_seqlen), iteration);
         }
 
         if (iteration % args.logging.log_interval == 0) {
             const std::int64_t total_iters = interval.advanced + interval.skipped;
             const double per_iter = seconds_since(interval.start) / static_cast<double>(total_iters);
             flops_shape.global_batch_size = batch_size;
+            flops_shape.seq_length = tokens_per_sample;
             observe::TrainingLogLine line;
             line.iteration = iteration;
             line.train_iters = train_iters;
@@ -353,8 +370,20 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
             line.nan_iterations = interval.nan;
             line.samples_per_second = static_cast<double>(batch_size) / per_iter;
             line.tflops = observe::tflops_per_gpu(flops_shape, per_iter, 1);
-            line.tokens_per_second = line.samples_per_second * static_cast<double>(cfg.seq_length);
+            line.tokens_per_second = line.samples_per_second * static_cast<double>(tokens_per_sample);
+            if (curriculum) line.curriculum_seqlen = curriculum_seqlen;
+            if (carbon) {
+                carbon->measure();  // the line shows energy up to now, not up to the last 15 s tick
+                line.energy_kwh = carbon->energy_kwh();
+                line.co2_kg = carbon->emissions_kg();
+            }
             print_line(observe::format_training_log_line(line));
+            // Loss alerts on what the line shows; a NaN/Inf iteration in the interval alerts too.
+            const double shown = interval.nan > 0 || interval.advanced == 0 ? std::nan("") : line.losses[0].second;
+            if (const auto alert = alerts.observe(iteration, std::isfinite(lm_loss) ? shown : lm_loss)) {
+                print_line(alert->message);
+                if (alert_command) alert_command->run(alert->message);
+            }
             if (tb && args.logging.log_timers_to_tensorboard) {
                 tb->add_scalar("iteration-time/iteration-time", per_iter, iteration);
                 tb->add_scalar("iteration-time/iteration-time vs samples", per_iter, consumed);
@@ -401,6 +430,12 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         if (do_test) evaluate("the end of training for test data", 2, consumed_test);
     }
     if (tb) tb->flush(true);
+    if (carbon) {
+        const auto row = carbon->stop();
+        for (const auto& note : carbon->take_new_notes()) print_info("codecarbon: " + note);
+        print_info("codecarbon: " + std::to_string(row.energy_consumed) + " kWh, " + std::to_string(row.emissions) +
+                   " kg CO2eq in " + std::to_string(row.duration) + " s, written to " + carbon->output_path());
+    }
     summary.iterations = iteration;
     summary.consumed_samples = consumed;
     summary.exit_reason = exit_reason;

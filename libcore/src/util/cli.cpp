@@ -35,7 +35,7 @@ void add_json_flag(CLI::App& app, bool& json) {
 }
 
 void add_version_flag(CLI::App& app, std::string_view tool) {
-    app.set_version_flag("--version", std::string(tool) + " " + MDS_VERSION);
+    app.set_version_flag("--version", std::string(tool) + " " + mds_version());
 }
 
 void add_skip_bad_lines_flag(CLI::App& app, bool& skip) {
@@ -59,5 +59,7 @@ void add_progress_flags(CLI::App& app, ProgressFlags& flags) {
         ->check(CLI::PositiveNumber);
     add_quiet_flag(app, flags.quiet);
 }
+
+const char* mds_version() { return MDS_VERSION; }
 
 }  // namespace mds

@@ -7,17 +7,6 @@
 
 using namespace mds::model;
 
-TEST_CASE("padded vocabulary as Megatron's _vocab_size_with_padding") {
-    CHECK(padded_vocab_size(50257, 128, 1) == 50304);   // GPT-2 with the default --make-vocab-size-divisible-by
-    CHECK(padded_vocab_size(50257, 128, 2) == 50432);   // tr1-13B: TP 2 → multiple of 256
-    CHECK(padded_vocab_size(250680, 128, 4) == 250880); // BLOOM's tokenizer at TP 4
-    CHECK(padded_vocab_size(250680, 128, 4, 250880) == 250880);  // --pad-vocab-size-to
-    CHECK(padded_vocab_size(8192, 128, 1) == 8192);
-    CHECK_THROWS_WITH_AS(padded_vocab_size(300, 128, 1, 200), doctest::Contains("smaller than the vocabulary"), mds::UsageError);
-    CHECK_THROWS_WITH_AS(padded_vocab_size(300, 128, 3, 400), doctest::Contains("not divisible by --tensor-model-parallel-size"),
-                         mds::UsageError);
-}
-
 TEST_CASE("ALiBi slopes: powers of two and the interleaved extension") {
     // n = 8: 2^-1 … 2^-8.
     auto s8 = alibi_slopes(8);

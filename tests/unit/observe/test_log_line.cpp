@@ -78,7 +78,7 @@ TEST_CASE("log line: every optional field") {
     l.energy_kwh = 12.3456;
     l.co2_kg = 0.69183;
     CHECK(format_training_log_line(l) ==
-          megatron + " tokens per second: 53084.2 | energy (kWh): 12.346 | CO2 (kg): 0.692 |");
+          megatron + " tokens per second: 53084.2 | energy (kWh): 1.235E+01 | CO2 (kg): 6.918E-01 |");
 }
 
 TEST_CASE("log line: NaN, inf, zero losses, wide counters") {

@@ -20,7 +20,7 @@ struct GptConfig {
     std::int64_t num_attention_heads = 0;
     std::int64_t seq_length = 0;
     std::int64_t max_position_embeddings = 0;  // rows of the position table (absolute only)
-    std::int64_t padded_vocab_size = 0;        // see padded_vocab_size()
+    std::int64_t padded_vocab_size = 0;        // train::padded_vocab_size (Megatron's padding)
     double init_method_std = 0.02;             // --init-method-std
     double layernorm_epsilon = 1e-5;
     double hidden_dropout = 0.1;
@@ -35,13 +35,6 @@ struct GptConfig {
     // Throws mds::UsageError naming the Megatron flag when a value is out of range.
     void validate() const;
 };
-
-// Megatron's _vocab_size_with_padding: the tokenizer's vocabulary rounded up to a multiple of
-// `divisible_by` × tensor-parallel size (so every TP shard has an equal, aligned slice), or
-// exactly `pad_to` when --pad-vocab-size-to is given (BLOOM: 250880; must be ≥ vocab and divisible
-// by TP).
-std::int64_t padded_vocab_size(std::int64_t vocab, std::int64_t divisible_by, std::int64_t tensor_parallel,
-                               std::int64_t pad_to = 0);
 
 // ALiBi head slopes as Megatron's _build_alibi_tensor (and HF build_alibi_tensor) compute them:
 // a geometric sequence for the largest power of two ≤ n, interleaved extra slopes beyond it.

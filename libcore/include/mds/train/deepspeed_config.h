@@ -25,9 +25,11 @@ struct DeepSpeedFp16 {
     std::optional<std::int64_t> initial_scale_power;  // initial scale = 2^power
 };
 
-// "curriculum_learning": sequence-length warmup (DeepSpeed curriculum, type "seqlen", schedule
-// "fixed_linear": the difficulty — the sequence length — grows linearly from min to max over
-// total_curriculum_step steps, in multiples of difficulty_step).
+// "curriculum_learning": sequence-length warmup (DeepSpeed curriculum, type "seqlen"). Schedules
+// (mds/train/curriculum.h has the formulas): "fixed_linear" — the difficulty, i.e. the sequence
+// length, grows linearly from min to max over total_curriculum_step steps, in multiples of
+// difficulty_step; "fixed_root" — the same along a root_degree-th root; "fixed_discrete" —
+// difficulties[i] up to step max_steps[i], the last difficulty after that.
 struct CurriculumLearningConfig {
     bool enabled = false;
     std::string curriculum_type = "seqlen";
@@ -36,6 +38,9 @@ struct CurriculumLearningConfig {
     std::string schedule_type = "fixed_linear";
     std::int64_t total_curriculum_step = 0;
     std::int64_t difficulty_step = 0;
+    double root_degree = 0.0;                  // fixed_root: schedule_config.root_degree
+    std::vector<std::int64_t> difficulties;    // fixed_discrete: schedule_config.difficulty
+    std::vector<std::int64_t> max_steps;       // fixed_discrete: schedule_config.max_step (one fewer)
 };
 
 struct DeepSpeedConfig {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "mds/observe/loss_alert.h"
 #include "mds/train/train_args.h"
 
 namespace mds::trainer {
@@ -16,6 +17,7 @@ namespace mds::trainer {
 struct RunOptions {
     std::string device = "auto";     // --device auto|cpu|cuda
     std::string alert_command;       // --alert-command: run on a loss spike / NaN (message in $1)
+    observe::LossAlertConfig alert;  // --alert-loss-window, --alert-loss-spike-ratio
     std::string country_iso_code = "FRA";  // --country-iso-code: carbon intensity (ISO 3166 alpha-3)
     double pue = 1.0;                // --pue: power usage effectiveness of the data centre
     std::int64_t threads = 0;        // --threads: CPU threads for LibTorch (0: its default)

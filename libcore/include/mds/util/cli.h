@@ -20,6 +20,8 @@ std::optional<int> parse_cli(CLI::App& app, int argc, char** argv);
 void add_quiet_flag(CLI::App& app, bool& quiet);
 // --json: machine-readable summary on stdout.
 void add_json_flag(CLI::App& app, bool& json);
+// The version of mds ("0.1.0").
+const char* mds_version();
 // --version: prints "<tool> <mds version>".
 void add_version_flag(CLI::App& app, std::string_view tool);
 // --skip-bad-lines for tools that read jsonl.

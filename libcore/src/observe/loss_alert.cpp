@@ -1,0 +1,228 @@
+// Loss-spike / NaN detector and the --alert-command runner (loss_alert.h).
+#include "mds/observe/loss_alert.h"
+
+#include <fcntl.h>      // O_RDONLY
+#include <signal.h>     // sigemptyset, sigaddset
+#include <spawn.h>      // posix_spawn and its attributes / file actions
+#include <sys/wait.h>   // waitpid, WNOHANG, WIFEXITED, ...
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+#include "mds/util/error.h"
+#include "mds/util/tool.h"  // print_warning
+
+extern char** environ;  // the trainer's environment, passed on to the command
+
+namespace mds::observe {
+namespace {
+
+std::string fixed(double v, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
+}
+
+std::string loss_text(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    return fixed(v, 4);
+}
+
+double median(std::vector<double> values) {
+    const std::size_t mid = values.size() / 2;
+    std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+    const double upper = values[mid];
+    if (values.size() % 2 == 1) return upper;
+    const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+    return (lower + upper) / 2.0;
+}
+
+}  // namespace
+
+void add_loss_alert_flags(CLI::App& app, LossAlertConfig& config, std::string& alert_command) {
+    app.add_option("--alert-command", alert_command,
+                   "Shell command run (without waiting for it) on each ***ALERT line: the message is $1 and "
+                   "$MDS_ALERT_MESSAGE")
+        ->group("Alerts");
+    app.add_option("--alert-loss-window", config.window,
+                   "Logged losses whose median is the trend a loss spike is measured against")
+        ->capture_default_str()
+        ->group("Alerts");
+    app.add_option("--alert-loss-spike-ratio", config.spike_ratio,
+                   "Alert when the logged loss reaches this multiple of its trend (NaN/Inf always alert)")
+        ->capture_default_str()
+        ->group("Alerts");
+}
+
+LossAlertDetector::LossAlertDetector(LossAlertConfig config) : config_(config) {
+    if (config_.window < 1)
+        throw UsageError("--alert-loss-window must be at least 1, got " + std::to_string(config_.window));
+    if (!(config_.spike_ratio > 1.0) || !std::isfinite(config_.spike_ratio))
+        throw UsageError("--alert-loss-spike-ratio must be a number above 1, got " + loss_text(config_.spike_ratio));
+    if (config_.min_history < 1 || config_.min_history > config_.window)
+        throw UsageError("loss alert min_history must be between 1 and --alert-loss-window " +
+                         std::to_string(config_.window) + ", got " + std::to_string(config_.min_history));
+    if (!(config_.rearm_ratio >= 1.0 && config_.rearm_ratio <= config_.spike_ratio))
+        throw UsageError("loss alert rearm ratio must be between 1 and --alert-loss-spike-ratio " +
+                         loss_text(config_.spike_ratio) + ", got " + loss_text(config_.rearm_ratio));
+}
+
+std::optional<double> LossAlertDetector::trend() const {
+    if (recent_.empty()) return std::nullopt;
+    return median(std::vector<double>(recent_.begin(), recent_.end()));
+}
+
+std::optional<LossAlert> LossAlertDetector::observe(std::int64_t iteration, double loss) {
+    const std::optional<double> trend_now = trend();
+    std::optional<LossAlert> alert;
+    if (!std::isfinite(loss)) {
+        LossAlert a;
+        a.kind = LossAlertKind::not_finite;
+        a.iteration = iteration;
+        a.loss = loss;
+        a.trend = trend_now;
+        a.message = "***ALERT: loss is " + loss_text(loss) + " at iteration " + std::to_string(iteration) +
+                    (trend_now ? " (recent trend " + loss_text(*trend_now) + ")" : " (no trend yet)");
+        return a;  // kept out of the trend
+    }
+    // Ratios are meaningful for positive losses (cross entropy); a trend at or below 0 judges nothing.
+    const bool judged = trend_now && *trend_now > 0.0 && static_cast<std::int64_t>(recent_.size()) >= config_.min_history;
+    if (judged) {
+        const double ratio = loss / *trend_now;
+        if (spike_open_ && ratio < config_.rearm_ratio) spike_open_ = false;
+        if (!spike_open_ && ratio >= config_.spike_ratio) {
+            spike_open_ = true;
+            LossAlert a;
+            a.kind = LossAlertKind::spike;
+            a.iteration = iteration;
+            a.loss = loss;
+            a.trend = trend_now;
+            a.ratio = ratio;
+            a.message = "***ALERT: loss spike at iteration " + std::to_string(iteration) + ": loss " + loss_text(loss) +
+                        " is " + fixed(ratio, 2) + "x the recent trend " + loss_text(*trend_now) + " (median of the last " +
+                        std::to_string(recent_.size()) + " logged losses)";
+            alert = std::move(a);
+        }
+    }
+    recent_.push_back(loss);
+    while (static_cast<std::int64_t>(recent_.size()) > config_.window) recent_.pop_front();
+    return alert;
+}
+
+LossAlertState LossAlertDetector::state() const {
+    return {std::vector<double>(recent_.begin(), recent_.end()), spike_open_};
+}
+
+void LossAlertDetector::load_state(const LossAlertState& state) {
+    recent_.assign(state.recent_losses.begin(), state.recent_losses.end());
+    while (static_cast<std::int64_t>(recent_.size()) > config_.window) recent_.pop_front();
+    spike_open_ = state.spike_open;
+}
+
+// --- --alert-command --------------------------------------------------------------------------
+
+AlertCommandRunner::AlertCommandRunner(std::string command, WarningSink warn)
+    : command_(std::move(command)), warn_(std::move(warn)) {}
+
+AlertCommandRunner::~AlertCommandRunner() { reap(); }
+
+void AlertCommandRunner::warn(const std::string& what) noexcept {
+    try {
+        if (warn_)
+            warn_(what);
+        else
+            print_warning(what);
+    } catch (...) {
+        // A warning that cannot be delivered must still not reach the training loop.
+    }
+}
+
+std::optional<pid_t> AlertCommandRunner::run(const std::string& message) noexcept {
+    reap();
+    try {
+        // Everything the child needs is built here, before the spawn: after a fork-like start in a
+        // multi-threaded process only exec-safe calls may run, so no setenv in the child.
+        static const std::string kVar = "MDS_ALERT_MESSAGE=";
+        std::vector<std::string> env_strings;
+        for (char** e = environ; e && *e; ++e)
+            if (std::strncmp(*e, kVar.c_str(), kVar.size()) != 0) env_strings.emplace_back(*e);
+        env_strings.push_back(kVar + message);
+        std::vector<char*> envp;
+        for (auto& s : env_strings) envp.push_back(s.data());
+        envp.push_back(nullptr);
+
+        std::string sh = "/bin/sh", dash_c = "-c", command = command_, name = "sh", arg = message;
+        char* argv[] = {sh.data(), dash_c.data(), command.data(), name.data(), arg.data(), nullptr};
+
+        posix_spawn_file_actions_t actions;
+        posix_spawnattr_t attr;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawnattr_init(&attr);
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+        // The trainer's sockets and files (NCCL, checkpoints, logs) stay out of the command.
+        posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#endif
+        sigset_t none, defaults;
+        sigemptyset(&none);
+        sigemptyset(&defaults);
+        sigaddset(&defaults, SIGPIPE);  // commonly ignored by servers; a shell pipeline needs it
+        posix_spawnattr_setsigmask(&attr, &none);
+        posix_spawnattr_setsigdefault(&attr, &defaults);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+        pid_t pid = 0;
+        const int rc = posix_spawn(&pid, sh.c_str(), &actions, &attr, argv, envp.data());
+        posix_spawn_file_actions_destroy(&actions);
+        posix_spawnattr_destroy(&attr);
+        if (rc != 0) {
+            warn(errno_message("--alert-command could not be started", rc));
+            return std::nullopt;
+        }
+        children_.push_back(pid);
+        return pid;
+    } catch (const std::exception& e) {
+        warn(std::string("--alert-command could not be started: ") + e.what());
+    } catch (...) {
+        warn("--alert-command could not be started");
+    }
+    return std::nullopt;
+}
+
+void AlertCommandRunner::reap() noexcept {
+    try {
+        reap_finished();
+    } catch (...) {
+        // Only the message strings can throw (out of memory); the reaping itself is done.
+    }
+}
+
+void AlertCommandRunner::reap_finished() {
+    for (auto it = children_.begin(); it != children_.end();) {
+        int status = 0;
+        const pid_t r = ::waitpid(*it, &status, WNOHANG);
+        if (r == 0) {  // still running
+            ++it;
+            continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            // ECHILD: someone else (a SIGCHLD handler set to SIG_IGN, a waitpid(-1)) took it.
+            it = children_.erase(it);
+            continue;
+        }
+        if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+            warn("--alert-command exited with status " + std::to_string(WEXITSTATUS(status)) + ": " + command_);
+        else if (WIFSIGNALED(status))
+            warn("--alert-command was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                 strsignal(WTERMSIG(status)) + "): " + command_);
+        it = children_.erase(it);
+    }
+}
+
+}  // namespace mds::observe

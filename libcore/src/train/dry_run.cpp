@@ -1,0 +1,493 @@
+// mds-train --dry-run (dry_run.h): parameter count, memory per GPU, training days.
+#include "mds/train/dry_run.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "mds/observe/flops.h"          // parameter_count, flops_per_iteration
+#include "mds/optim/batch_size_rampup.h"  // NumMicroBatchesCalculator
+#include "mds/train/curriculum.h"       // CurriculumScheduler, curriculum_step
+#include "mds/util/error.h"
+
+namespace mds::train {
+namespace {
+
+[[noreturn]] void usage(const std::string& what) { throw UsageError(what); }
+
+std::string text(std::int64_t v) { return std::to_string(v); }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// 12854282240 → "12,854,282,240".
+std::string grouped(std::int64_t v) {
+    std::string digits = std::to_string(v < 0 ? -v : v);
+    std::string out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return v < 0 ? "-" + out : out;
+}
+
+std::string fixed(double v, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
+}
+
+std::string gib(std::int64_t bytes) { return fixed(static_cast<double>(bytes) / 1073741824.0, 2); }
+
+// Integers as Python's int() reads them, underscores between digits included (300_000_000_000),
+// as in BigScience's slurm scripts.
+std::int64_t parse_count(const std::string& flag, const std::string& value) {
+    std::string clean;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+        if (value[i] == '_' && i > 0 && i + 1 < value.size() && std::isdigit(static_cast<unsigned char>(value[i - 1])) &&
+            std::isdigit(static_cast<unsigned char>(value[i + 1])))
+            continue;
+        clean += value[i];
+    }
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+        v = std::stoll(clean, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (clean.empty() || used != clean.size()) throw CLI::ValidationError(flag, "expected an integer, found '" + value + "'");
+    return static_cast<std::int64_t>(v);
+}
+
+// What the model puts on one GPU of a stage (Megatron's tensor-parallel split): weights of
+// column/row-parallel matrices and their split biases divided by t; the row-parallel output biases
+// and the layer norms held whole by every rank.
+struct ShardedModel {
+    std::int64_t layer = 0;       // one transformer layer
+    std::int64_t embedding = 0;   // word embeddings V·h/t, positions P·h, optional embedding norm
+    std::int64_t final_norm = 0;  // the layer norm after the last layer
+};
+
+ShardedModel sharded_model(const TrainArgs& args, std::int64_t padded_vocab, std::int64_t ffn) {
+    const std::int64_t h = args.model.hidden_size;
+    const std::int64_t t = args.parallel.tensor_model_parallel_size;
+    ShardedModel m;
+    // QKV 3h² + 3h, attention output h², MLP h·f + f and f·h: split; attention output bias h,
+    // MLP output bias h and two layer norms 4h: whole. For t = 1 and f = 4h: 12h² + 13h.
+    m.layer = ceil_div(4 * h * h + 2 * h * ffn + 3 * h + ffn, t) + 6 * h;
+    const std::int64_t positions =
+        args.model.position_embedding_type == "absolute" ? args.model.max_position_embeddings.value_or(args.model.seq_length) : 0;
+    m.embedding = ceil_div(padded_vocab * h, t) + positions * h + (args.model.embed_layernorm ? 2 * h : 0);
+    m.final_norm = 2 * h;
+    return m;
+}
+
+// Iterations, tokens and FLOPs of the whole run, step by step while the batch-size ramp-up or the
+// curriculum still change the step, then in one multiplication.
+struct Consumption {
+    std::int64_t iterations = 0;
+    std::int64_t tokens = 0;
+    double flops = 0.0;
+};
+
+Consumption consumption(const TrainArgs& args, std::int64_t dp, std::int64_t global_batch_size,
+                        std::int64_t padded_vocab) {
+    const auto& o = args.optimizer;
+    optim::NumMicroBatchesCalculator calc(global_batch_size, o.micro_batch_size, dp, o.rampup_batch_size);
+    Consumption c;
+    c.iterations = args.length.train_iters ? *args.length.train_iters
+                                           : calc.train_iters_for_samples(args.length.train_samples.value_or(0));
+    std::optional<CurriculumScheduler> curriculum;
+    if (args.curriculum && args.curriculum->enabled) curriculum.emplace(*args.curriculum);
+    observe::ThroughputShape shape;
+    shape.num_layers = args.model.num_layers;
+    shape.hidden_size = args.model.hidden_size;
+    shape.padded_vocab_size = padded_vocab;
+    shape.checkpoint_activations = args.model.checkpoint_activations;
+    std::int64_t consumed_samples = 0;
+    for (std::int64_t it = 0; it < c.iterations; ++it) {
+        shape.global_batch_size = calc.global_batch_size_at(consumed_samples);
+        // Megatron-DeepSpeed's TFLOPs use the curriculum seqlen as s (training.py training_log).
+        shape.seq_length = curriculum ? curriculum_step(*curriculum, it, args.model.seq_length).batch_seq_length
+                                      : args.model.seq_length;
+        const bool steady = shape.global_batch_size == global_batch_size &&
+                            (!curriculum || curriculum->current_difficulty() >= curriculum->config().max_difficulty);
+        const std::int64_t repeat = steady ? c.iterations - it : 1;
+        c.tokens += repeat * shape.global_batch_size * shape.seq_length;
+        c.flops += static_cast<double>(repeat) * observe::flops_per_iteration(shape);
+        if (steady) break;
+        consumed_samples += shape.global_batch_size;
+    }
+    return c;
+}
+
+}  // namespace
+
+std::int64_t padded_vocab_size(std::int64_t vocab_size, const ModelArgs& model, std::int64_t tensor_model_parallel_size) {
+    if (vocab_size <= 0) usage("the vocabulary size must be positive, got " + text(vocab_size));
+    if (model.make_vocab_size_divisible_by <= 0)
+        usage("--make-vocab-size-divisible-by must be positive, got " + text(model.make_vocab_size_divisible_by));
+    if (model.pad_vocab_size_to) {
+        const std::int64_t to = *model.pad_vocab_size_to;
+        if (to < vocab_size)
+            usage("--pad-vocab-size-to " + text(to) + " is smaller than the vocabulary (" + text(vocab_size) +
+                  " tokens); padding can only grow it");
+        if (to % model.make_vocab_size_divisible_by != 0)
+            usage("--pad-vocab-size-to " + text(to) + " is not divisible by --make-vocab-size-divisible-by " +
+                  text(model.make_vocab_size_divisible_by));
+        return to;
+    }
+    const std::int64_t multiple = model.make_vocab_size_divisible_by * tensor_model_parallel_size;
+    return ceil_div(vocab_size, multiple) * multiple;
+}
+
+void add_dry_run_flags(CLI::App& app, DryRunOptions& options) {
+    const std::string group = "Dry run";
+    app.add_flag("--dry-run", options.enabled,
+                 "Print parameters, memory per GPU and training days for these flags, then exit without training")
+        ->group(group);
+    app.add_option_function<std::string>(
+           "--dry-run-gpus", [&options](const std::string& v) { options.num_gpus = parse_count("--dry-run-gpus", v); },
+           "GPUs of the planned run [default: the launcher's world size, else TP x PP]")
+        ->group(group);
+    app.add_option("--dry-run-tflops", options.tflops_per_gpu,
+                   "Achieved TFLOPs per GPU to assume, as Megatron-DeepSpeed logs them (e.g. 45 on V100, 150 on A100)")
+        ->group(group);
+    app.add_option_function<std::string>(
+           "--dry-run-vocab-size",
+           [&options](const std::string& v) { options.vocab_size = parse_count("--dry-run-vocab-size", v); },
+           "Vocabulary size before padding [default: the tokenizer's]")
+        ->group(group);
+    app.add_option_function<std::string>(
+           "--dry-run-train-tokens",
+           [&options](const std::string& v) { options.train_tokens = parse_count("--dry-run-train-tokens", v); },
+           "Tokens to estimate the time for [default: what --train-iters / --train-samples consume]")
+        ->group(group);
+}
+
+double activation_bytes_per_layer(std::int64_t seq_length, std::int64_t micro_batch_size, std::int64_t hidden_size,
+                                  std::int64_t num_attention_heads, std::int64_t tensor_model_parallel_size,
+                                  std::int64_t bytes_per_value, bool attention_scores_materialized) {
+    const auto s = static_cast<double>(seq_length);
+    const auto b = static_cast<double>(micro_batch_size);
+    const auto h = static_cast<double>(hidden_size);
+    const auto a = static_cast<double>(num_attention_heads);
+    const auto t = static_cast<double>(tensor_model_parallel_size);
+    const auto e = static_cast<double>(bytes_per_value);
+    // Korthikanti et al. 2022 §4.1, per layer, 16-bit values (e = 2) and 1-byte dropout masks:
+    //   attention 11sbh + 5as²b: QKV input 2sbh, Q and K 4sbh, V 2sbh, output-projection input
+    //     2sbh, output dropout mask sbh; softmax output 2as²b, its dropout mask as²b, dropout
+    //     output 2as²b;
+    //   MLP 19sbh: inputs of the two linears 2sbh + 8sbh, GeLU input 8sbh, dropout mask sbh;
+    //   two layer-norm inputs 4sbh.
+    // Without sequence parallelism (Megatron-DeepSpeed has none) the layer-norm inputs, the QKV and
+    // first-MLP inputs and both dropout masks (10sbh) are whole on every tensor-parallel rank; the
+    // rest (24sbh and the scores) is split over t.
+    const double replicated = 4.0 * e + 2.0;
+    const double split = 12.0 * e;
+    double bytes = s * b * h * (replicated + split / t);
+    if (attention_scores_materialized) bytes += (2.0 * e + 1.0) * a * s * s * b / t;
+    return bytes;
+}
+
+double estimate_training_days(double tokens, double parameters, std::int64_t num_gpus, double tflops_per_gpu,
+                              double flops_per_parameter_token) {
+    return flops_per_parameter_token * tokens * parameters /
+           (static_cast<double>(num_gpus) * tflops_per_gpu * 1e12) / 86400.0;
+}
+
+DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
+    const auto& m = args.model;
+    const auto& o = args.optimizer;
+    const auto& p = args.parallel;
+    const auto positive = [](const std::string& flag, std::int64_t v) {
+        if (v <= 0) usage(flag + " must be positive, got " + text(v));
+    };
+    positive("--num-layers", m.num_layers);
+    positive("--hidden-size", m.hidden_size);
+    positive("--num-attention-heads", m.num_attention_heads);
+    positive("--seq-length", m.seq_length);
+    positive("--micro-batch-size", o.micro_batch_size);
+    positive("--tensor-model-parallel-size", p.tensor_model_parallel_size);
+    positive("--pipeline-model-parallel-size", p.pipeline_model_parallel_size);
+    const std::int64_t t = p.tensor_model_parallel_size;
+    const std::int64_t pp = p.pipeline_model_parallel_size;
+    const std::int64_t ffn = m.ffn_hidden_size.value_or(4 * m.hidden_size);
+    positive("--ffn-hidden-size", ffn);
+    if (m.num_attention_heads % t != 0)
+        usage("--num-attention-heads " + text(m.num_attention_heads) + " is not divisible by --tensor-model-parallel-size " +
+              text(t));
+    if (ffn % t != 0)
+        usage("--ffn-hidden-size " + text(ffn) + " is not divisible by --tensor-model-parallel-size " + text(t));
+    if (pp > m.num_layers)
+        usage("--pipeline-model-parallel-size " + text(pp) + " is larger than --num-layers " + text(m.num_layers) +
+              ": every stage needs a transformer layer");
+    if (p.zero_stage != 0 && p.zero_stage != 1)
+        usage("--zero-stage " + text(p.zero_stage) + " is not supported by mds-train: use 0 or 1");
+    if (!options.vocab_size) usage("the vocabulary size is unknown: give --dry-run-vocab-size (GPT-2: 50257)");
+    if (options.tflops_per_gpu && !(*options.tflops_per_gpu > 0.0 && std::isfinite(*options.tflops_per_gpu)))
+        usage("--dry-run-tflops must be a positive number");
+    if (options.train_tokens) positive("--dry-run-train-tokens", *options.train_tokens);
+    if (!args.length.train_iters && !args.length.train_samples)
+        usage("one of --train-iters and --train-samples is required");
+
+    // GPUs and data parallelism.
+    const std::string gpus_flag = options.num_gpus ? "--dry-run-gpus" : "world size";
+    const std::int64_t gpus = options.num_gpus.value_or(p.world_size.value_or(t * pp));
+    positive(gpus_flag, gpus);
+    if (gpus % (t * pp) != 0)
+        usage(gpus_flag + " " + text(gpus) + " is not divisible by --tensor-model-parallel-size " + text(t) +
+              " x --pipeline-model-parallel-size " + text(pp));
+    const std::int64_t dp = gpus / (t * pp);
+    const std::int64_t gbs = o.global_batch_size.value_or(o.micro_batch_size * dp);
+    if (gbs % (o.micro_batch_size * dp) != 0)
+        usage("--global-batch-size " + text(gbs) + " is not divisible by --micro-batch-size " + text(o.micro_batch_size) +
+              " x data-parallel size " + text(dp) + " (" + text(gpus) + " GPUs / TP " + text(t) + " / PP " + text(pp) +
+              "); " + optim::nearest_multiples_text(gbs, o.micro_batch_size * dp) + " would divide");
+
+    DryRunReport r;
+    r.num_layers = m.num_layers;
+    r.hidden_size = m.hidden_size;
+    r.ffn_hidden_size = ffn;
+    r.num_attention_heads = m.num_attention_heads;
+    r.seq_length = m.seq_length;
+    r.vocab_size = *options.vocab_size;
+    r.padded_vocab_size = padded_vocab_size(r.vocab_size, m, t);
+    observe::ModelShape shape;
+    shape.num_layers = m.num_layers;
+    shape.hidden_size = m.hidden_size;
+    shape.ffn_hidden_size = ffn;
+    shape.padded_vocab_size = r.padded_vocab_size;
+    shape.max_position_embeddings =
+        m.position_embedding_type == "absolute" ? m.max_position_embeddings.value_or(m.seq_length) : 0;
+    shape.embedding_layernorm = m.embed_layernorm;
+    r.parameters = observe::parameter_count(shape);
+    r.parameters_without_embeddings = observe::parameter_count_without_embeddings(shape);
+
+    r.num_gpus = gpus;
+    r.tensor_model_parallel_size = t;
+    r.pipeline_model_parallel_size = pp;
+    r.data_parallel_size = dp;
+    r.micro_batch_size = o.micro_batch_size;
+    r.global_batch_size = gbs;
+    r.num_micro_batches = gbs / (o.micro_batch_size * dp);
+    r.precision = o.fp16 ? "fp16" : o.bf16 ? "bf16" : "fp32";
+    r.zero_stage = p.zero_stage;
+    r.checkpoint_activations = m.checkpoint_activations;
+    r.checkpoint_num_layers = std::max<std::int64_t>(1, m.checkpoint_num_layers);
+    r.attention_scores_materialized = options.attention_scores_materialized;
+
+    // Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020 §3.1, K = 12 for mixed-precision
+    // Adam): 16-bit weights and gradients, fp32 master weights, momentum and variance; in fp32 the
+    // weights are the master copy. ZeRO-1 partitions the optimizer states over data parallelism.
+    // DeepSpeed's fp32 gradient partition of its ZeRO optimizer and the bf16 optimizer's fp32
+    // gradient accumulation buffer are not counted (tr1-13B's README counts 4-byte gradients: 18
+    // bytes per parameter in all, before ZeRO).
+    const bool mixed = o.fp16 || o.bf16;
+    r.weight_bytes_per_parameter = mixed ? 2 : 4;
+    r.gradient_bytes_per_parameter = mixed ? 2 : 4;
+    r.optimizer_bytes_per_parameter = mixed ? 12 : 8;
+    const std::int64_t optimizer_partitions = r.zero_stage == 1 ? dp : 1;
+
+    // Pipeline stages as Megatron-DeepSpeed's GPTModelPipe cuts them ('type:transformer'): the first
+    // stage holds the embedding module (word and position embeddings, embedding norm), the last one
+    // the final norm and a tied copy of the whole embedding module for the logits. The first stage
+    // of DeepSpeed's 1F1B TrainSchedule keeps min(PP, micro batches) forward passes in flight, the
+    // last one a single one, which also holds the fp32 logits of the cross entropy (4·s·b·V/t,
+    // Korthikanti §4.1). Embedding dropout mask and final norm input (~3sbh) are left out.
+    const ShardedModel sharded = sharded_model(args, r.padded_vocab_size, ffn);
+    const std::int64_t e = mixed ? 2 : 4;
+    const std::int64_t stage_layers = ceil_div(m.num_layers, pp);
+    const double per_layer = activation_bytes_per_layer(m.seq_length, o.micro_batch_size, m.hidden_size,
+                                                        m.num_attention_heads, t, e, r.attention_scores_materialized);
+    const double logits = 4.0 * static_cast<double>(m.seq_length) * static_cast<double>(o.micro_batch_size) *
+                          static_cast<double>(r.padded_vocab_size) / static_cast<double>(t);
+    const auto make_stage = [&](std::string name, std::int64_t stage, bool first, bool last) {
+        DryRunStage st;
+        st.name = std::move(name);
+        st.stage = stage;
+        st.num_layers = stage_layers;
+        st.in_flight_micro_batches = first ? std::min(pp, r.num_micro_batches) : 1;
+        st.parameters = stage_layers * sharded.layer + sharded.embedding + (last ? sharded.final_norm : 0);
+        st.weights_bytes = st.parameters * r.weight_bytes_per_parameter;
+        st.gradients_bytes = st.parameters * r.gradient_bytes_per_parameter;
+        st.optimizer_bytes = ceil_div(st.parameters * r.optimizer_bytes_per_parameter, optimizer_partitions);
+        double activations = 0.0;
+        const auto in_flight = static_cast<double>(st.in_flight_micro_batches);
+        if (r.checkpoint_activations) {
+            // Full recomputation (Korthikanti Table 2, "full recompute"): only the input of each
+            // checkpointed chunk of --checkpoint-num-layers layers is kept, e·s·b·h, whole on every
+            // tensor-parallel rank; one chunk's full activations exist while it is recomputed.
+            const std::int64_t k = std::min(r.checkpoint_num_layers, stage_layers);
+            const double chunk_input = static_cast<double>(e) * static_cast<double>(m.seq_length) *
+                                       static_cast<double>(o.micro_batch_size) * static_cast<double>(m.hidden_size);
+            activations = in_flight * static_cast<double>(ceil_div(stage_layers, k)) * chunk_input +
+                          static_cast<double>(k) * per_layer;
+        } else {
+            activations = in_flight * static_cast<double>(stage_layers) * per_layer;
+        }
+        if (last) activations += logits;
+        st.activations_bytes = static_cast<std::int64_t>(std::ceil(activations));
+        st.total_bytes = st.weights_bytes + st.gradients_bytes + st.optimizer_bytes + st.activations_bytes;
+        return st;
+    };
+    if (pp == 1) {
+        r.stages.push_back(make_stage("only", 0, true, true));
+    } else {
+        r.stages.push_back(make_stage("first", 0, true, false));
+        r.stages.push_back(make_stage("last", pp - 1, false, true));
+    }
+    r.largest_stage = r.stages.size() == 2 && r.stages[1].total_bytes > r.stages[0].total_bytes ? 1 : 0;
+
+    // Time.
+    const Consumption c = consumption(args, dp, gbs, r.padded_vocab_size);
+    r.curriculum = args.curriculum && args.curriculum->enabled;
+    r.train_tokens_given = options.train_tokens.has_value();
+    r.train_tokens = options.train_tokens.value_or(c.tokens);
+    // Other token counts run the same schedule for longer or shorter: iterations and FLOPs scale.
+    const double scale = c.tokens > 0 ? static_cast<double>(r.train_tokens) / static_cast<double>(c.tokens) : 0.0;
+    r.train_iters = r.train_tokens_given ? std::llround(static_cast<double>(c.iterations) * scale) : c.iterations;
+    r.total_flops = c.flops * scale;
+    // Megatron-DeepSpeed's TFLOPs count the recomputed forward (factor 4 of 24·…) only with
+    // --checkpoint-activations; the per-parameter factor follows so that a TFLOPs figure read from
+    // the log line gives a consistent estimate: 2 × (1 + 1 + 2) = 8, or 2 × (1 + 2) = 6.
+    r.flops_per_parameter_token = r.checkpoint_activations ? 8.0 : 6.0;
+    if (options.tflops_per_gpu) {
+        r.tflops_per_gpu = options.tflops_per_gpu;
+        r.days = estimate_training_days(static_cast<double>(r.train_tokens), static_cast<double>(r.parameters), gpus,
+                                        *options.tflops_per_gpu, r.flops_per_parameter_token);
+        r.days_exact = r.total_flops / (static_cast<double>(gpus) * *options.tflops_per_gpu * 1e12) / 86400.0;
+    }
+    return r;
+}
+
+std::string format_dry_run(const DryRunReport& r) {
+    std::ostringstream out;
+    out << "mds-train dry run (nothing is trained)\n\n";
+    out << "model\n";
+    out << "  " << r.num_layers << " layers, hidden " << r.hidden_size << ", FFN " << r.ffn_hidden_size << ", "
+        << r.num_attention_heads << " heads, sequence " << r.seq_length << "\n";
+    out << "  vocabulary " << grouped(r.vocab_size) << ", padded to " << grouped(r.padded_vocab_size) << "\n";
+    out << "  parameters " << grouped(r.parameters) << " (" << fixed(static_cast<double>(r.parameters) / 1e9, 2)
+        << " B), without embeddings " << grouped(r.parameters_without_embeddings) << " ("
+        << fixed(static_cast<double>(r.parameters_without_embeddings) / 1e9, 2) << " B)\n\n";
+
+    out << "layout\n";
+    out << "  " << r.num_gpus << " GPUs = TP " << r.tensor_model_parallel_size << " x PP " << r.pipeline_model_parallel_size
+        << " x DP " << r.data_parallel_size << "\n";
+    out << "  micro batch " << r.micro_batch_size << ", global batch " << r.global_batch_size << " = "
+        << r.num_micro_batches << " micro batches x DP " << r.data_parallel_size << "\n";
+    out << "  " << r.precision << (r.precision == "fp32" ? "" : " mixed precision") << ", ZeRO stage " << r.zero_stage
+        << ", ";
+    if (r.checkpoint_activations)
+        out << "activation checkpointing every " << r.checkpoint_num_layers << " layer"
+            << (r.checkpoint_num_layers == 1 ? "" : "s") << "\n\n";
+    else
+        out << "no activation checkpointing\n\n";
+
+    out << "memory per GPU (GiB)\n";
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-10s %7s %15s %9s %10s %10s %12s %9s\n", "stage", "layers", "params/GPU",
+                  "weights", "gradients", "optimizer", "activations", "total");
+    out << line;
+    for (const auto& st : r.stages) {
+        const std::string name = st.name + " (" + std::to_string(st.stage) + ")";
+        std::snprintf(line, sizeof line, "  %-10s %7lld %15s %9s %10s %10s %12s %9s\n", name.c_str(),
+                      static_cast<long long>(st.num_layers), grouped(st.parameters).c_str(), gib(st.weights_bytes).c_str(),
+                      gib(st.gradients_bytes).c_str(), gib(st.optimizer_bytes).c_str(),
+                      gib(st.activations_bytes).c_str(), gib(st.total_bytes).c_str());
+        out << line;
+    }
+    const DryRunStage& big = r.stages[r.largest_stage];
+    out << "  per GPU: " << gib(big.total_bytes) << " GiB"
+        << (r.stages.size() > 1 ? " (" + big.name + " stage)" : std::string()) << "\n";
+    out << "  bytes per parameter: weights " << r.weight_bytes_per_parameter << ", gradients "
+        << r.gradient_bytes_per_parameter << ", optimizer " << r.optimizer_bytes_per_parameter;
+    if (r.zero_stage == 1) out << " / DP " << r.data_parallel_size << " (ZeRO-1)";
+    out << "\n";
+    out << "  activations (Korthikanti et al. 2022): " << (r.checkpoint_activations ? "full recomputation, " : "")
+        << r.stages.front().in_flight_micro_batches << " micro batch"
+        << (r.stages.front().in_flight_micro_batches == 1 ? "" : "es") << " in flight on the first stage"
+        << (r.attention_scores_materialized ? "" : ", fused attention (no s^2 scores)") << "\n";
+    out << "  not counted: CUDA context, communication buffers, temporaries, allocator fragmentation\n\n";
+
+    out << "time\n";
+    out << "  " << (r.train_tokens_given ? "about " : "") << grouped(r.train_iters) << " iterations, "
+        << grouped(r.train_tokens) << " tokens" << (r.train_tokens_given ? " (--dry-run-train-tokens)" : "")
+        << (r.curriculum ? ", sequence-length curriculum included" : "") << "\n";
+    if (r.days) {
+        out << "  at " << fixed(*r.tflops_per_gpu, 1) << " TFLOPs per GPU on " << r.num_gpus
+            << " GPUs: " << fixed(*r.days, 2) << " days (" << fixed(r.flops_per_parameter_token, 0)
+            << " x tokens x parameters); " << fixed(*r.days_exact, 2)
+            << " days with Megatron's full FLOPs formula\n";
+    } else {
+        out << "  training days: give --dry-run-tflops (the TFLOPs per GPU to expect)\n";
+    }
+    return out.str();
+}
+
+nlohmann::json dry_run_json(const DryRunReport& r) {
+    using nlohmann::json;
+    json stages = json::array();
+    for (const auto& st : r.stages)
+        stages.push_back({{"name", st.name},
+                          {"stage", st.stage},
+                          {"num_layers", st.num_layers},
+                          {"in_flight_micro_batches", st.in_flight_micro_batches},
+                          {"parameters", st.parameters},
+                          {"weights_bytes", st.weights_bytes},
+                          {"gradients_bytes", st.gradients_bytes},
+                          {"optimizer_bytes", st.optimizer_bytes},
+                          {"activations_bytes", st.activations_bytes},
+                          {"total_bytes", st.total_bytes}});
+    const auto optional_number = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    return {
+        {"model",
+         {{"num_layers", r.num_layers},
+          {"hidden_size", r.hidden_size},
+          {"ffn_hidden_size", r.ffn_hidden_size},
+          {"num_attention_heads", r.num_attention_heads},
+          {"seq_length", r.seq_length},
+          {"vocab_size", r.vocab_size},
+          {"padded_vocab_size", r.padded_vocab_size},
+          {"parameters", r.parameters},
+          {"parameters_without_embeddings", r.parameters_without_embeddings}}},
+        {"layout",
+         {{"gpus", r.num_gpus},
+          {"tensor_model_parallel_size", r.tensor_model_parallel_size},
+          {"pipeline_model_parallel_size", r.pipeline_model_parallel_size},
+          {"data_parallel_size", r.data_parallel_size},
+          {"micro_batch_size", r.micro_batch_size},
+          {"global_batch_size", r.global_batch_size},
+          {"num_micro_batches", r.num_micro_batches},
+          {"precision", r.precision},
+          {"zero_stage", r.zero_stage},
+          {"checkpoint_activations", r.checkpoint_activations},
+          {"checkpoint_num_layers", r.checkpoint_num_layers},
+          {"attention_scores_materialized", r.attention_scores_materialized}}},
+        {"memory",
+         {{"bytes_per_parameter",
+           {{"weights", r.weight_bytes_per_parameter},
+            {"gradients", r.gradient_bytes_per_parameter},
+            {"optimizer", r.optimizer_bytes_per_parameter}}},
+          {"stages", stages},
+          {"largest_stage", r.stages[r.largest_stage].name},
+          {"per_gpu_bytes", r.stages[r.largest_stage].total_bytes}}},
+        {"time",
+         {{"train_iters", r.train_iters},
+          {"train_tokens", r.train_tokens},
+          {"train_tokens_given", r.train_tokens_given},
+          {"curriculum", r.curriculum},
+          {"flops_per_parameter_token", r.flops_per_parameter_token},
+          {"total_flops", r.total_flops},
+          {"tflops_per_gpu", optional_number(r.tflops_per_gpu)},
+          {"days", optional_number(r.days)},
+          {"days_exact", optional_number(r.days_exact)}}},
+    };
+}
+
+}  // namespace mds::train

@@ -2,7 +2,9 @@
 # The README's main job, offline on a fresh machine after scripts/setup.sh: train a byte-level BPE
 # tokenizer (vocabulary 8192) on the bundled corpus (data/sample: Python 3.11 standard-library
 # docstrings, PSF License), tokenize the corpus with it into a Megatron indexed dataset, check
-# that the dataset decodes back to the text, and prebuild the sample index a training would use.
+# that the dataset decodes back to the text, prebuild the sample index, and train a small GPT on it
+# with mds-train (300 iterations of 16 x 128 tokens: a few minutes on 2 CPU cores, seconds on a GPU),
+# with TensorBoard events and a codecarbon emissions.csv; the loss must fall well below its start.
 #   scripts/demo.sh [WORK_DIR]     outputs under WORK_DIR (default ./demo-out, or $MDS_DEMO_DIR)
 #   MDS_BUILD_DIR=dir              binaries from dir/bin (default: build, as scripts/setup.sh)
 #   MDS_WORKERS=N                  threads (default: nproc)
@@ -38,9 +40,11 @@ echo "demo: tokenizing the corpus into a Megatron dataset" >&2
     --vocab-file "$work/tokenizer/vocab.json" --merge-file "$work/tokenizer/merges.txt" \
     --append-eod --workers "$workers" --progress off --json > "$work/preprocess.json"
 
-echo "demo: building the GPT sample index Megatron would build for 200 iterations of 8 x 512 tokens" >&2
-"$bin/mds-sample-index" --data-path "$work/sample_text_document" --seq-length 512 --train-iters 200 \
-    --global-batch-size 8 --split 90,8,2 --eval-interval 100 --eval-iters 5 2> "$work/sample-index.txt"
+# The training below: 300 iterations of 16 samples of 128 tokens, validation every 100 iterations.
+data_flags=(--data-path "$work/sample_text_document" --seq-length 128 --train-iters 300 --global-batch-size 16
+            --split 90,8,2 --eval-interval 100 --eval-iters 5)
+echo "demo: building the GPT sample index Megatron would build for 300 iterations of 16 x 128 tokens" >&2
+"$bin/mds-sample-index" "${data_flags[@]}" 2> "$work/sample-index.txt"
 
 # The summary, and the first document read back from the .bin/.idx (specs/data.md §1) and decoded
 # with vocab.json (§3.2), compared with the first record of the corpus.
@@ -96,6 +100,43 @@ if text != first:
 print("check       decoded text == first record of the corpus: OK")
 print("sample index (mds-sample-index):")
 print("  " + open(os.path.join(work, "sample-index.txt")).read().strip().replace("\n", "\n  "))
-print(f"train with  --data-path {prefix} --vocab-file {work}/tokenizer/vocab.json "
-      f"--merge-file {work}/tokenizer/merges.txt")
+EOF
+
+# Train a small GPT (4 layers, hidden 128, 4 heads) on it: Megatron's flags, Megatron's log lines.
+if [[ ! -x $bin/mds-train ]]; then
+  echo "demo: $bin/mds-train not built (this build has no LibTorch): skipping training" >&2
+  exit 0
+fi
+echo "demo: training a 4-layer GPT for 300 iterations (log: $work/train.log)" >&2
+rm -rf "$work/tensorboard" "$work/codecarbon"
+"$bin/mds-train" "${data_flags[@]}" --num-layers 4 --hidden-size 128 --num-attention-heads 4 \
+    --max-position-embeddings 128 --micro-batch-size 8 --lr 2e-3 --min-lr 2e-4 --lr-decay-style cosine \
+    --lr-warmup-iters 30 --weight-decay 0.1 --clip-grad 1.0 --hidden-dropout 0.0 --attention-dropout 0.0 \
+    --log-interval 20 --vocab-file "$work/tokenizer/vocab.json" --merge-file "$work/tokenizer/merges.txt" \
+    --tensorboard-dir "$work/tensorboard" --codecarbon-dir "$work/codecarbon" --log-validation-ppl-to-tensorboard \
+    2> "$work/train.err" | tee "$work/train.log" | cut -c1-200 >&2
+
+"$python" - "$work" <<'EOF'
+import csv, glob, os, re, sys
+
+work = sys.argv[1]
+log = open(os.path.join(work, "train.log")).read()
+losses = [float(x) for x in re.findall(r"\| lm loss: (\S+) \|", log)]
+val = re.findall(r"validation loss at (iteration \d+) \| lm loss value: (\S+) \| lm loss PPL: (\S+)", log)
+if len(losses) < 10:
+    sys.exit("demo: FAIL: mds-train printed too few iteration lines; see train.err")
+print(f"training    lm loss {losses[0]:.3f} at iteration 20 -> {losses[-1]:.3f} at iteration {20 * len(losses)}")
+for it, loss, ppl in val:
+    print(f"            validation at {it}: lm loss {float(loss):.3f}, PPL {float(ppl):.1f}")
+if not losses[-1] < losses[0] - 1.0:
+    sys.exit(f"demo: FAIL: the loss did not fall ({losses[0]} -> {losses[-1]})")
+print("check       the training loss fell by more than 1 nat: OK")
+events = glob.glob(os.path.join(work, "tensorboard", "events.out.tfevents.*"))
+rows = list(csv.DictReader(open(os.path.join(work, "codecarbon", "emissions.csv"))))
+if not events or not rows:
+    sys.exit("demo: FAIL: TensorBoard events or emissions.csv missing")
+r = rows[-1]
+print(f"tensorboard {events[0]} ({os.path.getsize(events[0]):,} bytes): tensorboard --logdir {work}/tensorboard")
+print(f"carbon      {float(r['energy_consumed']) * 1000:.3f} Wh, {float(r['emissions']) * 1000:.3f} g CO2eq in "
+      f"{float(r['duration']):.0f} s ({r['country_name']}, CPU {r['cpu_power'][:5]} W, RAM {r['ram_power'][:5]} W)")
 EOF

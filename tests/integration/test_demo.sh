@@ -9,3 +9,9 @@ grep -q "datasets: train" <<<"$out"
 for f in tokenizer/vocab.json tokenizer/merges.txt sample_text_document.bin sample_text_document.idx; do
   [[ -s $work/demo/$f ]] || { echo "FAIL: $f missing"; exit 1; }
 done
+# With LibTorch the main job also trains a small GPT and checks that the loss falls.
+if [[ -x $MDS_BUILD_DIR/bin/mds-train ]]; then
+  grep -q "check       the training loss fell by more than 1 nat: OK" <<<"$out"
+  [[ -s $work/demo/codecarbon/emissions.csv ]] || { echo "FAIL: emissions.csv missing"; exit 1; }
+  ls "$work"/demo/tensorboard/events.out.tfevents.* > /dev/null
+fi

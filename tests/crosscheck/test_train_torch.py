@@ -36,6 +36,8 @@ except Exception as e:  # noqa: BLE001
 
 import logging
 
+import tiny_dataset  # tests/crosscheck: the dataset the training tests share
+
 logging.disable(logging.CRITICAL)
 transformers.logging.set_verbosity_error()
 torch.set_num_threads(2)
@@ -66,14 +68,8 @@ def megatron_to_gpt2(w, L, n, d):
 
 
 def prepare(tmp):
-    corpus = os.path.join(SOURCE, "data", "sample", "corpus.jsonl.zst")
-    subprocess.run([os.path.join(BIN, "mds-tokenizer-train"), "--input", corpus, "--vocab-size", "500",
-                    "--output-dir", tmp + "/tok", "--quiet"], check=True)
-    subprocess.run([os.path.join(BIN, "mds-preprocess"), "--input", corpus, "--output-prefix", tmp + "/data",
-                    "--vocab-file", tmp + "/tok/vocab.json", "--merge-file", tmp + "/tok/merges.txt", "--append-eod",
-                    "--workers", "2", "--quiet"], check=True)
-    vocab = len(json.load(open(tmp + "/tok/vocab.json")))
-    return tmp + "/data_text_document", vocab
+    prefix, vocab, _ = tiny_dataset.make(tmp, BIN, SOURCE, 500)
+    return prefix, len(json.load(open(vocab)))
 
 
 def main():

@@ -19,6 +19,8 @@ import time
 SOURCE = os.environ.get("MDS_SOURCE_DIR", ".")
 BIN = os.environ.get("MDS_BIN", "build/bin")
 TRAIN = os.path.join(BIN, "mds-train")
+sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
+import tiny_dataset  # noqa: E402
 if not os.path.exists(TRAIN):
     print("SKIP: mds-train not built (no LibTorch)")
     sys.exit(77)
@@ -45,14 +47,8 @@ def check(cond, what):
 
 
 def prepare(tmp):
-    corpus = os.path.join(SOURCE, "data", "sample", "corpus.jsonl.zst")
-    subprocess.run([os.path.join(BIN, "mds-tokenizer-train"), "--input", corpus, "--vocab-size", "1000",
-                    "--output-dir", tmp + "/tok", "--quiet"], check=True)
-    subprocess.run([os.path.join(BIN, "mds-preprocess"), "--input", corpus, "--output-prefix", tmp + "/data",
-                    "--vocab-file", tmp + "/tok/vocab.json", "--merge-file", tmp + "/tok/merges.txt", "--append-eod",
-                    "--workers", "2", "--quiet"], check=True)
-    return ["--data-path", tmp + "/data_text_document", "--vocab-file", tmp + "/tok/vocab.json",
-            "--merge-file", tmp + "/tok/merges.txt", "--split", "90,8,2"]
+    prefix, vocab, merges = tiny_dataset.make(tmp, BIN, SOURCE, 1000)
+    return ["--data-path", prefix, "--vocab-file", vocab, "--merge-file", merges, "--split", "90,8,2"]
 
 
 def model_flags(iters, extra=()):

@@ -204,16 +204,11 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     const auto& m = args.model;
     const auto& o = args.optimizer;
     const auto& p = args.parallel;
+    // The model and parallel sizes were checked positive by validate() (resolve_train_args), which
+    // every caller runs first; the dry-run options are checked here.
     const auto positive = [](const std::string& flag, std::int64_t v) {
         if (v <= 0) usage(flag + " must be positive, got " + text(v));
     };
-    positive("--num-layers", m.num_layers);
-    positive("--hidden-size", m.hidden_size);
-    positive("--num-attention-heads", m.num_attention_heads);
-    positive("--seq-length", m.seq_length);
-    positive("--micro-batch-size", o.micro_batch_size);
-    positive("--tensor-model-parallel-size", p.tensor_model_parallel_size);
-    positive("--pipeline-model-parallel-size", p.pipeline_model_parallel_size);
     const std::int64_t t = p.tensor_model_parallel_size;
     const std::int64_t pp = p.pipeline_model_parallel_size;
     const std::int64_t ffn = m.ffn_hidden_size.value_or(4 * m.hidden_size);

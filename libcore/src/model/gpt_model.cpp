@@ -138,7 +138,7 @@ at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at
 at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
     if (tokens.dim() != 2) throw Error("tokens must be [batch, seq]");
     const auto seq = tokens.size(1);
-    if (seq > config_.seq_length && config_.position_embedding == PositionEmbedding::Absolute && seq > config_.max_position_embeddings)
+    if (config_.position_embedding == PositionEmbedding::Absolute && seq > config_.max_position_embeddings)
         throw Error("sequence of " + std::to_string(seq) + " tokens exceeds --max-position-embeddings " +
                     std::to_string(config_.max_position_embeddings));
     auto x = at::embedding(word_embeddings_, tokens);

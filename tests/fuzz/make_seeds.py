@@ -134,3 +134,29 @@ w(TJ, "no_regex", tokenizer_json(dict(bytelevel, use_regex=False)))
 w(TJ, "wordpiece", json.dumps({"model": {"type": "WordPiece", "vocab": {"a": 0}}}))
 w(TJ, "minimal_no_byte_symbols", '{"model":{"type":"BPE","vocab":{},"merges":[]},"pre_tokenizer":{"type":"ByteLevel"},"added_tokens":[]}')
 w(TJ, "not_json", "not json {")
+
+
+# fuzz_zip: zip files as torch.save and other writers make them (built with zipfile, no torch needed;
+# seed_torch_* and seed_mds_* were written by torch.save and tests/tools/zip_probe).
+def zip_seed(records, comment=b"", compression=0, pad_fb=False):
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compression) as z:
+        for name, data in records:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = compression
+            if pad_fb:
+                info.extra = b"FB" + struct.pack("<H", 7) + b"Z" * 7
+            z.writestr(info, data)
+        z.comment = comment
+    return buf.getvalue()
+
+
+Z = "fuzz_zip"
+w(Z, "stored_torch_like", zip_seed([("archive/data.pkl", b"\x80\x02}q\x00."), ("archive/data/0", bytes(range(16))),
+                                    ("archive/version", b"3\n"), ("archive/byteorder", b"little")], pad_fb=True))
+w(Z, "deflated_with_comment", zip_seed([("a/x", b"hello hello hello hello"), ("a/y", b"")], comment=b"PK\x05\x06 comment",
+                                       compression=8))
+w(Z, "no_folder", zip_seed([("one", b"1"), ("two", b"22")]))
+w(Z, "empty_zip", zip_seed([]))

@@ -1,0 +1,87 @@
+// torch.save files (.pt) without LibTorch and without executing anything: the zip container
+// (zip_archive.h) holding data.pkl (pickle.h) and one record per storage (data/<key>), as
+// specs/checkpoints.md §2 describes. Reading maps the file; tensors are views into it. Writing
+// streams storages one by one, so a checkpoint never has to fit in memory twice.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "mds/ckpt/pickle.h"
+#include "mds/ckpt/safetensors.h"  // DType
+#include "mds/ckpt/zip_archive.h"
+
+namespace mds::ckpt {
+
+// The storage class torch.save names for a dtype (torch.FloatStorage, torch.BFloat16Storage, ...)
+// and back; an unknown class is an error naming it.
+const char* storage_class_name(DType t);
+DType dtype_of_storage_class(const std::string& name, const std::string& where);
+
+// A tensor of a torch.save file: _rebuild_tensor_v2(storage, offset, size, stride, ...).
+struct TorchTensor {
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> shape, stride;
+    std::int64_t storage_offset = 0;         // in elements
+    std::string storage_key;                 // data/<key>
+    std::string location;                    // "cpu", "cuda:3", ...
+    std::span<const std::byte> storage;      // the whole storage record
+    std::int64_t numel() const;
+    bool contiguous() const;                 // row-major strides
+    // The tensor's bytes when it is contiguous (a view into the file); an error otherwise.
+    std::span<const std::byte> bytes() const;
+};
+
+class TorchFile {
+public:
+    // Opens and validates the zip, reads data.pkl. Errors name the file.
+    explicit TorchFile(const std::string& path);
+    const std::string& path() const { return zip_.path(); }
+    const PyValue& root() const { return root_; }
+    const ZipArchive& zip() const { return zip_; }
+
+    static bool is_tensor(const PyValue& v);
+    // Resolves a _rebuild_tensor_v2 object against the file's storages, checking that the view
+    // (offset, sizes, strides) lies inside its storage. `what` names it in errors ("layer_03/...").
+    TorchTensor tensor(const PyValue& v, const std::string& what = "tensor") const;
+
+private:
+    ZipArchive zip_;
+    PyValue root_;
+};
+
+// Builds a torch.save file: tensors are registered first (each gets its own storage, offset 0,
+// contiguous, as DeepSpeed's cloned tensors are), then the object tree referencing them is
+// written with the storages streamed from callbacks.
+class TorchSaveWriter {
+public:
+    // Writes the bytes of one storage; called once, in order, during finish().
+    using StorageSource = std::function<void(TorchZipWriter& out)>;
+
+    // `location` is what torch.load will map from (e.g. "cpu"). The archive name is the file's
+    // basename without extension, as torch.save(obj, path) does.
+    explicit TorchSaveWriter(std::string path, std::string location = "cpu");
+
+    // A tensor of `shape` whose `nbytes` = numel × dtype size bytes come from `source` (which must
+    // write exactly that many with out.write()). Returns the value to put in the object tree.
+    PyValue add_tensor(DType dtype, const std::vector<std::int64_t>& shape, StorageSource source);
+    // The same for bytes already in memory (copied only when written; must outlive finish()).
+    PyValue add_tensor(DType dtype, const std::vector<std::int64_t>& shape, std::span<const std::byte> bytes);
+
+    // Writes data.pkl for `root`, then every storage, then the torch records; renames into place.
+    void finish(const PyValue& root);
+
+private:
+    struct Storage {
+        std::string key;
+        std::uint64_t nbytes = 0;
+        StorageSource source;
+    };
+    std::string path_, location_;
+    std::vector<Storage> storages_;
+};
+
+}  // namespace mds::ckpt

@@ -1,0 +1,150 @@
+#include "mds/ckpt/torch_file.h"
+
+#include <array>
+#include <numeric>
+
+#include "mds/util/error.h"
+
+namespace mds::ckpt {
+namespace {
+
+struct StorageClass {
+    DType dtype;
+    const char* name;
+};
+constexpr std::array<StorageClass, 10> kStorageClasses{{{DType::F64, "DoubleStorage"}, {DType::F32, "FloatStorage"},
+                                                       {DType::F16, "HalfStorage"}, {DType::BF16, "BFloat16Storage"},
+                                                       {DType::I64, "LongStorage"}, {DType::I32, "IntStorage"},
+                                                       {DType::I16, "ShortStorage"}, {DType::I8, "CharStorage"},
+                                                       {DType::U8, "ByteStorage"}, {DType::Bool, "BoolStorage"}}};
+
+std::vector<std::int64_t> int_tuple(const PyValue& v, const std::string& where) {
+    std::vector<std::int64_t> out;
+    if (v.type() != PyType::Tuple) throw Error(where + ": expected a tuple of ints, got " + v.repr(80));
+    for (const auto& x : v.as_tuple()) out.push_back(x.as_int());
+    return out;
+}
+
+}  // namespace
+
+const char* storage_class_name(DType t) {
+    for (const auto& s : kStorageClasses)
+        if (s.dtype == t) return s.name;
+    return "FloatStorage";
+}
+
+DType dtype_of_storage_class(const std::string& name, const std::string& where) {
+    for (const auto& s : kStorageClasses)
+        if (name == s.name) return s.dtype;
+    throw Error(where + ": unsupported storage class torch." + name);
+}
+
+std::int64_t TorchTensor::numel() const {
+    return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+bool TorchTensor::contiguous() const {
+    std::int64_t expect = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        if (shape[i] != 1 && stride[i] != expect) return false;
+        expect *= shape[i];
+    }
+    return true;
+}
+
+std::span<const std::byte> TorchTensor::bytes() const {
+    if (!contiguous()) throw Error("tensor in storage data/" + storage_key + " is not contiguous");
+    const auto size = dtype_size(dtype);
+    return storage.subspan(static_cast<std::size_t>(storage_offset) * size, static_cast<std::size_t>(numel()) * size);
+}
+
+TorchFile::TorchFile(const std::string& path) : zip_(path) {
+    root_ = read_pickle(zip_.record("data.pkl"), path + ": data.pkl");
+}
+
+bool TorchFile::is_tensor(const PyValue& v) { return v.is_object("torch._utils", "_rebuild_tensor_v2"); }
+
+TorchTensor TorchFile::tensor(const PyValue& v, const std::string& what) const {
+    const std::string where = path() + ": " + what;
+    if (!is_tensor(v)) throw Error(where + ": expected a tensor (torch._utils._rebuild_tensor_v2), got " + v.repr(120));
+    const auto& args = v.as_object().args.as_tuple();
+    if (args.size() < 4 || args[0].type() != PyType::PersistentId)
+        throw Error(where + ": _rebuild_tensor_v2 needs (storage, offset, size, stride, ...), got " + v.repr(160));
+    const auto& pid = args[0].as_persistent_id();
+    if (pid.type() != PyType::Tuple || pid.as_tuple().size() != 5 || pid.as_tuple()[0].type() != PyType::Str ||
+        pid.as_tuple()[0].as_str() != "storage" || pid.as_tuple()[1].type() != PyType::Global)
+        throw Error(where + ": unsupported persistent id " + pid.repr(160) + " (expected ('storage', class, key, location, numel))");
+    const auto& p = pid.as_tuple();
+    const auto& cls = p[1].as_global();
+    if (cls.module != "torch") throw Error(where + ": storage class " + cls.module + "." + cls.name + " is not torch's");
+    TorchTensor t;
+    t.dtype = dtype_of_storage_class(cls.name, where);
+    t.storage_key = p[2].as_str();
+    t.location = p[3].as_str();
+    const std::int64_t storage_numel = p[4].as_int();
+    t.storage_offset = args[1].as_int();
+    t.shape = int_tuple(args[2], where + " size");
+    t.stride = int_tuple(args[3], where + " stride");
+    if (t.shape.size() != t.stride.size()) throw Error(where + ": size and stride have different lengths");
+    t.storage = zip_.record("data/" + t.storage_key);
+    const auto esize = static_cast<std::int64_t>(dtype_size(t.dtype));
+    if (storage_numel < 0 || static_cast<std::int64_t>(t.storage.size()) != storage_numel * esize)
+        throw Error(where + ": storage data/" + t.storage_key + " has " + std::to_string(t.storage.size()) + " bytes, " +
+                    std::to_string(storage_numel) + " elements of " + dtype_name(t.dtype) + " need " +
+                    std::to_string(storage_numel * esize));
+    // The largest element the view touches must lie inside the storage.
+    std::int64_t last = t.storage_offset;
+    bool empty = false;
+    for (std::size_t i = 0; i < t.shape.size(); ++i) {
+        if (t.shape[i] < 0 || t.stride[i] < 0) throw Error(where + ": negative size or stride");
+        if (t.shape[i] == 0) empty = true;
+        else last += (t.shape[i] - 1) * t.stride[i];
+    }
+    if (t.storage_offset < 0 || (!empty && last >= storage_numel))
+        throw Error(where + ": the view (offset " + std::to_string(t.storage_offset) + ") reaches element " +
+                    std::to_string(last) + " of a storage of " + std::to_string(storage_numel));
+    return t;
+}
+
+TorchSaveWriter::TorchSaveWriter(std::string path, std::string location)
+    : path_(std::move(path)), location_(std::move(location)) {}
+
+PyValue TorchSaveWriter::add_tensor(DType dtype, const std::vector<std::int64_t>& shape, StorageSource source) {
+    std::int64_t numel = 1;
+    for (auto d : shape) {
+        if (d < 0) throw Error(path_ + ": negative tensor dimension");
+        numel *= d;
+    }
+    std::vector<PyValue> size, stride(shape.size());
+    std::int64_t s = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        stride[i] = PyValue::integer(s);
+        s *= shape[i];
+    }
+    for (auto d : shape) size.push_back(PyValue::integer(d));
+    const std::string key = std::to_string(storages_.size());
+    storages_.push_back({key, static_cast<std::uint64_t>(numel) * dtype_size(dtype), std::move(source)});
+    auto pid = PyValue::persistent_id(PyValue::tuple({PyValue::str("storage"), PyValue::global("torch", storage_class_name(dtype)),
+                                                      PyValue::str(key), PyValue::str(location_), PyValue::integer(numel)}));
+    auto hooks = PyValue::object("collections", "OrderedDict", PyValue::tuple({}));
+    return PyValue::object("torch._utils", "_rebuild_tensor_v2",
+                           PyValue::tuple({pid, PyValue::integer(0), PyValue::tuple(std::move(size)),
+                                           PyValue::tuple(std::move(stride)), PyValue::boolean(false), hooks}));
+}
+
+PyValue TorchSaveWriter::add_tensor(DType dtype, const std::vector<std::int64_t>& shape, std::span<const std::byte> bytes) {
+    return add_tensor(dtype, shape, [bytes](TorchZipWriter& out) { out.write(bytes); });
+}
+
+void TorchSaveWriter::finish(const PyValue& root) {
+    TorchZipWriter out(path_, TorchZipWriter::archive_name_for(path_));
+    out.add_record("data.pkl", write_pickle(root));
+    for (const auto& s : storages_) {
+        out.begin_record("data/" + s.key, s.nbytes);
+        s.source(out);
+        out.end_record();
+    }
+    out.finish();
+}
+
+}  // namespace mds::ckpt

@@ -65,6 +65,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
         header = nlohmann::json::parse(header_begin, header_begin + header_len);
     } catch (const nlohmann::json::parse_error& e) {
         throw Error(path + ": header JSON at offset " + std::to_string(8 + e.byte) + ": " + e.what());
+    } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double (found by fuzzing)
+        throw Error(path + ": header JSON: " + e.what());
     }
     if (!header.is_object()) throw Error(path + ": header is not a JSON object");
 

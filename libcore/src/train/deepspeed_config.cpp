@@ -175,6 +175,8 @@ DeepSpeedConfig parse_deepspeed_config(const std::string& text, const std::strin
         root = json::parse(text);
     } catch (const json::parse_error& e) {
         throw Error(source + ": not valid JSON: " + e.what());
+    } catch (const json::exception& e) {  // e.g. out_of_range for a number beyond double, 1e400
+        throw Error(source + ": not valid JSON: " + e.what());
     }
     return parse_deepspeed_config(root, source);
 }

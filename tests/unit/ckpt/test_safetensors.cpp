@@ -76,3 +76,9 @@ TEST_CASE("safetensors: malformed files are errors naming the file and the probl
         CHECK_THROWS_WITH_AS(SafetensorsFile{path}, doctest::Contains("exceeds the file"), mds::Error);
     }
 }
+
+TEST_CASE("safetensors: a number beyond double in the header is an mds::Error (found by fuzzing)") {
+    const std::string dir = mds::test::scratch_dir("safetensors_overflow").string();
+    const auto path = raw_file(dir + "/big.safetensors", R"({"w":{"dtype":1e516,"shape":[1],"data_offsets":[0,4]}})", "1234");
+    CHECK_THROWS_WITH_AS(SafetensorsFile{path}, doctest::Contains("header JSON"), mds::Error);
+}

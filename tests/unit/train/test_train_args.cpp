@@ -340,3 +340,8 @@ TEST_CASE("validation: Megatron's rules between flags") {
     parse(missing, {"--train-iters", "10"});
     CHECK_THROWS_WITH_AS(validate(missing), "--num-layers is required", mds::UsageError);
 }
+
+TEST_CASE("DeepSpeed config: a number beyond double is an mds::Error naming the file") {
+    CHECK_THROWS_WITH_AS(mds::train::parse_deepspeed_config(R"({"gradient_clipping": 1e400})", "ds.json"),
+                         doctest::Contains("ds.json: not valid JSON"), mds::Error);
+}

@@ -31,52 +31,19 @@ void copy_file_atomic(const std::string& from, const std::string& to) {
 // Rewrites an mp_rank file with `optimizer` = None; every other key and tensor is kept.
 void rewrite_without_optimizer(const TorchFile& in, const std::string& to) {
     const auto& root = in.root();
-    std::string location = "cpu";
     auto out_root = PyValue::dict();
-    TorchSaveWriter writer(to, location);
+    TorchSaveWriter writer(to, "cpu");
     std::vector<std::vector<std::byte>> keep;
     // Tensors (RNG states) are copied into their own storages; other values are shared as read.
-    std::function<PyValue(const PyValue&, const std::string&)> copy = [&](const PyValue& v, const std::string& what) -> PyValue {
-        switch (v.type()) {
-        case PyType::Tuple: {
-            std::vector<PyValue> items;
-            for (const auto& x : v.as_tuple()) items.push_back(copy(x, what));
-            return PyValue::tuple(std::move(items));
-        }
-        case PyType::List: {
-            std::vector<PyValue> items;
-            for (const auto& x : v.as_list()) items.push_back(copy(x, what));
-            return PyValue::list(std::move(items));
-        }
-        case PyType::Dict: {
-            auto d = PyValue::dict();
-            for (const auto& [k, x] : v.as_dict().items()) d.as_dict().set(k, copy(x, what));
-            return d;
-        }
-        case PyType::Object: {
-            if (TorchFile::is_tensor(v)) {
-                const auto t = in.tensor(v, what);
-                keep.emplace_back(t.bytes().begin(), t.bytes().end());
-                return writer.add_tensor(t.dtype, t.shape, std::span<const std::byte>(keep.back()));
-            }
-            const auto& o = v.as_object();
-            auto c = PyValue::object(o.cls.module, o.cls.name, copy(o.args, what), o.newobj);
-            auto& co = c.as_object();
-            co.kwargs = o.kwargs;
-            co.has_state = o.has_state;
-            if (o.has_state) co.state = copy(o.state, what);
-            for (const auto& x : o.list_items) co.list_items.push_back(copy(x, what));
-            for (const auto& [k, x] : o.dict_items.items()) co.dict_items.set(k, copy(x, what));
-            return c;
-        }
-        default:
-            return v;
-        }
+    const TensorMapper copy = [&](const PyValue& v, const std::string& what) {
+        const auto t = in.tensor(v, what);
+        keep.push_back(t.gather());
+        return writer.add_tensor(t.dtype, t.shape, std::span<const std::byte>(keep.back()));
     };
     if (root.type() != PyType::Dict) throw Error(in.path() + ": expected a dict at the top, got " + py_type_name(root.type()));
     for (const auto& [k, v] : root.as_dict().items()) {
         const bool drop = k.type() == PyType::Str && k.as_str() == "optimizer";
-        out_root.as_dict().set(k, drop ? PyValue::none() : copy(v, k.repr(60)));
+        out_root.as_dict().set(k, drop ? PyValue::none() : map_tensors(v, copy, k.repr(60)));
     }
     writer.finish(out_root);
 }

@@ -111,4 +111,15 @@ MegatronGradScaler::Config megatron_grad_scaler_config(const OptimizerConfig& c)
     return g;
 }
 
+DeepSpeedLossScaler::Config deepspeed_loss_scaler_config(const OptimizerConfig& c) {
+    DeepSpeedLossScaler::Config d;
+    d.dynamic = !c.loss_scale.has_value();
+    d.static_scale = c.loss_scale.value_or(1.0);
+    d.init_scale = c.initial_loss_scale;
+    d.scale_window = c.loss_scale_window;
+    d.min_scale = c.min_loss_scale;
+    d.hysteresis = c.hysteresis;
+    return d;
+}
+
 }  // namespace mds::optim

@@ -200,6 +200,18 @@ double estimate_training_days(double tokens, double parameters, std::int64_t num
            (static_cast<double>(num_gpus) * tflops_per_gpu * 1e12) / 86400.0;
 }
 
+observe::ModelShape model_shape(const ModelArgs& m, std::int64_t padded_vocab) {
+    observe::ModelShape shape;
+    shape.num_layers = m.num_layers;
+    shape.hidden_size = m.hidden_size;
+    shape.ffn_hidden_size = m.ffn_hidden_size.value_or(4 * m.hidden_size);
+    shape.padded_vocab_size = padded_vocab;
+    shape.max_position_embeddings =
+        m.position_embedding_type == "absolute" ? m.max_position_embeddings.value_or(m.seq_length) : 0;
+    shape.embedding_layernorm = m.embed_layernorm;
+    return shape;
+}
+
 DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     const auto& m = args.model;
     const auto& o = args.optimizer;
@@ -252,14 +264,7 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     r.seq_length = m.seq_length;
     r.vocab_size = *options.vocab_size;
     r.padded_vocab_size = padded_vocab_size(r.vocab_size, m, t);
-    observe::ModelShape shape;
-    shape.num_layers = m.num_layers;
-    shape.hidden_size = m.hidden_size;
-    shape.ffn_hidden_size = ffn;
-    shape.padded_vocab_size = r.padded_vocab_size;
-    shape.max_position_embeddings =
-        m.position_embedding_type == "absolute" ? m.max_position_embeddings.value_or(m.seq_length) : 0;
-    shape.embedding_layernorm = m.embed_layernorm;
+    const observe::ModelShape shape = model_shape(m, r.padded_vocab_size);
     r.parameters = observe::parameter_count(shape);
     r.parameters_without_embeddings = observe::parameter_count_without_embeddings(shape);
 

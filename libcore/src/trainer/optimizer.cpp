@@ -24,13 +24,17 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
     : params_(params), config_(config) {
     if (config_.optimizer != "adam") throw UsageError("--optimizer " + config_.optimizer + ": mds-train implements adam only");
     c10::NoGradGuard no_grad;
+    // One dtype per model: fp32 training updates the parameters themselves (master = alias), and
+    // their gradients are the main gradients; fp16/bf16 keeps fp32 copies of both.
+    separate_master_ = !params_.empty() && params_[0].tensor.scalar_type() != at::kFloat;
     for (std::size_t i = 0; i < params_.size(); ++i) {
         const auto& p = params_[i].tensor;
-        separate_master_ = p.scalar_type() != at::kFloat;
+        if ((p.scalar_type() != at::kFloat) != separate_master_)
+            throw Error("parameter " + params_[i].full_name() + " has another dtype than the rest of the model");
         master_.push_back(separate_master_ ? p.detach().to(at::kFloat).clone() : p.detach());
         exp_avg_.push_back(at::zeros_like(master_.back()));
         exp_avg_sq_.push_back(at::zeros_like(master_.back()));
-        master_grad_.push_back(at::zeros_like(master_.back()));
+        if (separate_master_) master_grad_.push_back(at::zeros_like(master_.back()));
         (params_[i].weight_decay ? decay_ : no_decay_).push_back(i);
     }
     const auto step_opts = at::TensorOptions().dtype(at::kFloat).device(params_.empty() ? at::kCPU : params_[0].tensor.device());
@@ -48,14 +52,20 @@ void AdamOptimizer::zero_grad() {
 StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros) {
     c10::NoGradGuard no_grad;
     StepResult r;
-    // Main gradients in fp32, unscaled. A parameter that got no gradient contributes zeros.
+    // Main gradients in fp32, unscaled. A parameter that got no gradient contributes zeros. In fp32
+    // training they are the parameters' own .grad tensors, unscaled and clipped in place.
     const double inv_scale = 1.0 / loss_scale;
+    if (!separate_master_) master_grad_.clear();
     for (std::size_t i = 0; i < params_.size(); ++i) {
-        const auto& g = params_[i].tensor.grad();
-        if (!g.defined()) {
+        auto& param = params_[i].tensor;
+        if (!separate_master_) {
+            if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
+            master_grad_.push_back(param.grad());
+            if (inv_scale != 1.0) master_grad_.back().mul_(inv_scale);
+        } else if (!param.grad().defined()) {
             master_grad_[i].zero_();
         } else {
-            master_grad_[i].copy_(g);
+            master_grad_[i].copy_(param.grad());
             if (inv_scale != 1.0) master_grad_[i].mul_(inv_scale);
         }
     }

@@ -87,14 +87,7 @@ public:
         const auto& o = args.optimizer;
         if (!o.fp16) return;
         if (args.parallel.deepspeed) {
-            optim::DeepSpeedLossScaler::Config c;
-            c.dynamic = !o.loss_scale.has_value();
-            c.static_scale = o.loss_scale.value_or(1.0);
-            c.init_scale = o.initial_loss_scale;
-            c.scale_window = o.loss_scale_window;
-            c.min_scale = o.min_loss_scale;
-            c.hysteresis = o.hysteresis;
-            ds_.emplace(c);
+            ds_.emplace(optim::deepspeed_loss_scaler_config(o));
         } else {
             megatron_.emplace(optim::megatron_grad_scaler_config(o));
         }
@@ -221,11 +214,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     flops_shape.seq_length = cfg.seq_length;
     flops_shape.checkpoint_activations = cfg.checkpoint_activations;
     const double params_no_embeddings_billions =
-        static_cast<double>(model.parameter_count() - model.parameter(model::kEmbeddingLayer, "word_embeddings.weight").tensor.numel() -
-                            (cfg.position_embedding == model::PositionEmbedding::Absolute
-                                 ? model.parameter(model::kEmbeddingLayer, "position_embeddings.weight").tensor.numel()
-                                 : 0)) /
-        1e9;
+        static_cast<double>(observe::parameter_count_without_embeddings(train::model_shape(args.model, padded))) / 1e9;
 
     std::optional<train::CurriculumScheduler> curriculum;
     if (args.curriculum && args.curriculum->enabled) curriculum.emplace(*args.curriculum);

@@ -33,7 +33,16 @@ struct TorchTensor {
     bool contiguous() const;                 // row-major strides
     // The tensor's bytes when it is contiguous (a view into the file); an error otherwise.
     std::span<const std::byte> bytes() const;
+    // The tensor's elements in row-major order, copied (any strides).
+    std::vector<std::byte> gather() const;
 };
+
+// Rebuilds `value` with every tensor (a _rebuild_tensor_v2 object) replaced by fn(tensor, path);
+// containers and objects on the way are copied, everything else is shared. Paths name where a
+// tensor sits: ".key" for str keys of dicts, OrderedDicts and Namespaces, "[i]" for list and tuple
+// items and int keys, ".@args" / ".@state" inside other objects.
+using TensorMapper = std::function<PyValue(const PyValue& tensor, const std::string& path)>;
+PyValue map_tensors(const PyValue& value, const TensorMapper& fn, const std::string& path = "");
 
 class TorchFile {
 public:

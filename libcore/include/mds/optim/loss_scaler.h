@@ -111,5 +111,8 @@ private:
 
 // Scaler configs from the Megatron flags (config.loss_scale unset = dynamic).
 MegatronGradScaler::Config megatron_grad_scaler_config(const OptimizerConfig& config);
+// The same flags (after apply_deepspeed_config has put the DeepSpeed config's fp16 section in them)
+// for DeepSpeed's scaler.
+DeepSpeedLossScaler::Config deepspeed_loss_scaler_config(const OptimizerConfig& config);
 
 }  // namespace mds::optim

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json_fwd.hpp>  // nlohmann::json
 
+#include "mds/observe/flops.h"    // ModelShape
 #include "mds/train/train_args.h"  // TrainArgs, ModelArgs
 
 namespace mds::train {
@@ -23,6 +24,9 @@ namespace mds::train {
 // --make-vocab-size-divisible-by × --tensor-model-parallel-size (GPT-2: 50257 → 50304 at TP 1,
 // 50432 at TP 2). Throws mds::UsageError naming the flag.
 std::int64_t padded_vocab_size(std::int64_t vocab_size, const ModelArgs& model, std::int64_t tensor_model_parallel_size);
+
+// The shape the parameter-count and FLOPs formulas (observe/flops.h) need, from the model flags.
+observe::ModelShape model_shape(const ModelArgs& model, std::int64_t padded_vocab_size);
 
 struct DryRunOptions {
     // Print the report and exit without training. --dry-run.

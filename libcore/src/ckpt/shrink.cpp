@@ -1,10 +1,10 @@
 #include "mds/ckpt/shrink.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <unistd.h>
 
+#include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/torch_file.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
@@ -69,12 +69,7 @@ const char* shrink_action_name(ShrinkFile::Action a) {
 
 ShrinkReport shrink_checkpoint(const std::string& src, const std::string& dst, const ShrinkOptions& options) {
     if (!fs::is_directory(src)) throw Error(src + ": not a checkpoint folder");
-    const std::string latest_path = (fs::path(src) / "latest").string();
-    std::string latest;
-    if (file_exists(latest_path)) {
-        latest = read_file(latest_path);
-        while (!latest.empty() && std::isspace(static_cast<unsigned char>(latest.back()))) latest.pop_back();
-    }
+    const std::string latest = read_latest_tag(src).value_or("");
     std::vector<std::string> tags = options.tags;
     if (options.all_tags) tags = list_tags(src);
     if (tags.empty()) {
@@ -124,8 +119,10 @@ ShrinkReport shrink_checkpoint(const std::string& src, const std::string& dst, c
                 t.files.push_back(sf);
             }
             if (!options.dry_run) {
+                sync_directory(tmp.string());
                 fs::remove_all(to);
                 fs::rename(tmp, to);
+                sync_directory(dst);
             }
         } catch (...) {
             std::error_code ec;
@@ -137,7 +134,7 @@ ShrinkReport shrink_checkpoint(const std::string& src, const std::string& dst, c
     // `latest` moves last, and only to a tag that was copied.
     if (!latest.empty() && std::find(tags.begin(), tags.end(), latest) != tags.end()) {
         if (!options.dry_run) {
-            write_file_atomic((fs::path(dst) / "latest").string(), latest);
+            write_latest_tag(dst, latest);
             const auto tracker = fs::path(src) / "latest_checkpointed_iteration.txt";
             if (fs::exists(tracker)) write_file_atomic((fs::path(dst) / tracker.filename()).string(), read_file(tracker.string()));
         }

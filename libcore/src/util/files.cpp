@@ -228,6 +228,15 @@ std::string read_file(const std::string& path) {
     return std::string(reinterpret_cast<const char*>(f.data()), f.size());
 }
 
+void sync_directory(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) throw Error(errno_message("cannot open directory " + path, errno));
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0 && err != EINVAL) throw Error(errno_message("cannot sync directory " + path, err));
+}
+
 bool file_exists(const std::string& path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0;

@@ -74,6 +74,8 @@ void write_file_atomic(const std::string& path, std::string_view content);
 // Reads a whole file; errors name the path.
 std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);
+// fsync of a directory, so that renames and new entries in it survive a crash.
+void sync_directory(const std::string& path);
 std::uint64_t file_size(const std::string& path);
 
 // SIGINT/SIGTERM handlers that unlink every live temporary output, then re-raise the signal with

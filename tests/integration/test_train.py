@@ -5,7 +5,7 @@
   - TensorBoard events read back by TensorBoard's own EventAccumulator carry the tags tr1-13B logged;
   - fp16 (with the loss scale in the line) and bf16 train too;
   - --exit-interval, a --kill-switch-path file and SIGUSR1 stop cleanly (exit 0) between iterations;
-  - usage errors (an unsupported flag, --save before checkpointing exists, a missing dataset) exit non-zero with
+  - usage errors (an unsupported flag, --save without --save-interval, --finetune without --load, a missing dataset) exit non-zero with
     a message naming the problem.
 Exits 77 without LibTorch (no mds-train binary) or without tensorboard in the venv."""
 import os
@@ -218,7 +218,8 @@ def curriculum(tmp, data):
 
 def errors(tmp, data):
     cases = [
-        (model_flags(10, ["--save", tmp + "/ckpt", "--save-interval", "5"]), 2, "--save"),
+        (model_flags(10, ["--save", tmp + "/ckpt"]), 2, "--save needs --save-interval"),
+        (model_flags(10, ["--finetune"]), 2, "--finetune needs --load"),
         (model_flags(10, ["--use-bnb-optimizer"]), 2, "--use-bnb-optimizer"),
         (model_flags(10, ["--no-such-flag"]), 2, "--no-such-flag"),
         (model_flags(10, ["--position-embedding-type", "rotary"]), 2, "rotary"),

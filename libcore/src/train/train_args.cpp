@@ -276,6 +276,13 @@ void add_train_flags(CLI::App& app, TrainArgs& args) {
     d.text("--save", args.checkpoint.save, "Save checkpoints in this directory");
     d.text("--load", args.checkpoint.load, "Resume from the latest checkpoint in this directory");
     d.integer("--save-interval", args.checkpoint.save_interval, "Iterations between checkpoints");
+    d.flag("--no-save-optim", args.checkpoint.no_save_optim, "Save no optimizer states (weights-only checkpoints)");
+    d.flag("--no-save-rng", args.checkpoint.no_save_rng, "Save no random number generator states");
+    d.flag("--no-load-optim", args.checkpoint.no_load_optim,
+           "Resume without optimizer states: fp32 masters from the weights, Adam moments from zero");
+    d.flag("--no-load-rng", args.checkpoint.no_load_rng, "Resume without the random number generator states");
+    d.flag("--finetune", args.checkpoint.finetune,
+           "Load only the weights from --load and start at iteration 0 (no optimizer, RNG or schedule state)");
 
     d.group("Parallelism and DeepSpeed");
     auto& p = args.parallel;
@@ -317,7 +324,6 @@ void add_train_flags(CLI::App& app, TrainArgs& args) {
     d.unsupported("--cpu-optimizer", false, "CPU optimizers are not implemented");
     d.unsupported("--cpu_torch_adam", false, "CPU optimizers are not implemented");
     d.unsupported("--universal-checkpoint", false, "universal checkpoints are not implemented yet");
-    d.unsupported("--finetune", false, "fine-tuning resets are not implemented yet");
     d.unsupported("--inference", false, "mds-train only trains");
     d.unsupported("--adlr-autoresume", false, "ADLR autoresume is NVIDIA-internal");
     d.unsupported("--use-contiguous-buffers-in-ddp", false, "mds has one data-parallel implementation");

@@ -101,6 +101,26 @@ StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale
     return r;
 }
 
+void AdamOptimizer::load_state(const std::vector<at::Tensor>& master, const std::vector<at::Tensor>& exp_avg,
+                               const std::vector<at::Tensor>& exp_avg_sq, std::int64_t steps) {
+    c10::NoGradGuard no_grad;
+    if (master.size() != params_.size() || exp_avg.size() != params_.size() || exp_avg_sq.size() != params_.size())
+        throw Error("optimizer state for " + std::to_string(master.size()) + " parameters, the model has " +
+                    std::to_string(params_.size()));
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+        for (const auto* t : {&master[i], &exp_avg[i], &exp_avg_sq[i]})
+            if (t->sizes() != master_[i].sizes())
+                throw Error("optimizer state of " + params_[i].full_name() + " has another shape than the parameter");
+        master_[i].copy_(master[i]);
+        exp_avg_[i].copy_(exp_avg[i]);
+        exp_avg_sq_[i].copy_(exp_avg_sq[i]);
+        if (separate_master_) params_[i].tensor.detach().copy_(master_[i]);
+    }
+    steps_ = steps;
+    for (auto* v : {&step_decay_, &step_no_decay_})
+        for (auto& t : *v) t.fill_(static_cast<double>(steps));
+}
+
 double AdamOptimizer::params_norm() const {
     c10::NoGradGuard no_grad;
     auto norms = at::_foreach_norm(master_, 2);

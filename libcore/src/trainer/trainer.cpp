@@ -24,6 +24,7 @@
 #include "mds/train/dry_run.h"          // padded_vocab_size
 #include "mds/train/train_tokenizer.h"
 #include "mds/train/stop_signals.h"
+#include "mds/trainer/checkpoint.h"
 #include "mds/trainer/optimizer.h"
 #include "mds/util/cli.h"  // mds_version
 #include "mds/util/error.h"
@@ -96,6 +97,14 @@ public:
     double scale() const { return ds_ ? ds_->scale() : megatron_ ? megatron_->scale() : 1.0; }
     // Returns true when the step was skipped.
     bool update(bool found_inf) { return ds_ ? ds_->update(found_inf) : megatron_ ? megatron_->update(found_inf) : false; }
+    void save_to(TrainingProgress& p) const {
+        if (ds_) p.deepspeed_scaler = ds_->state();
+        if (megatron_) p.megatron_scaler = megatron_->state();
+    }
+    void load_from(const TrainingProgress& p) {
+        if (ds_ && p.deepspeed_scaler) ds_->load_state(*p.deepspeed_scaler);
+        if (megatron_ && p.megatron_scaler) megatron_->load_state(*p.megatron_scaler);
+    }
 
 private:
     std::optional<optim::DeepSpeedLossScaler> ds_;
@@ -127,10 +136,7 @@ struct IntervalStats {
 
 RunSummary run_training(const train::TrainArgs& args, const RunOptions& options) {
     const auto process_start = Clock::now();
-    if (!args.checkpoint.save.empty())
-        throw UsageError("--save: checkpoint saving is not implemented in mds-train yet; run without --save");
-    if (!args.checkpoint.load.empty())
-        throw UsageError("--load: resuming from a checkpoint is not implemented in mds-train yet; run without --load");
+    if (args.checkpoint.finetune && args.checkpoint.load.empty()) throw UsageError("--finetune needs --load");
     if (args.parallel.tensor_model_parallel_size != 1 || args.parallel.pipeline_model_parallel_size != 1 ||
         args.parallel.data_parallel_size != 1)
         throw UsageError("mds-train runs on one process for now: --tensor-model-parallel-size and "
@@ -159,6 +165,19 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     print_info("device " + device.str() + ", " + model::precision_name(cfg.precision) + ", " +
                std::to_string(at::get_num_threads()) + " CPU threads");
 
+    // Resume: weights first (the optimizer's fp32 masters are built from them), then the rest below.
+    std::unique_ptr<CheckpointLoader> loader;
+    if (!args.checkpoint.load.empty()) {
+        loader = CheckpointLoader::open(args);
+        if (!loader) {
+            print_info("WARNING: could not find the metadata file " + (std::filesystem::path(args.checkpoint.load) / "latest").string());
+            print_info("    will not load any checkpoints and will start from random");
+        } else {
+            print_info(" loading checkpoint from " + args.checkpoint.load + " at iteration " + std::to_string(loader->iteration()));
+            loader->load_weights(model);
+        }
+    }
+
     // Batch sizes, iterations, data.
     auto calculator = train::make_num_micro_batches_calculator(args);
     const std::int64_t mbs = args.optimizer.micro_batch_size;
@@ -186,6 +205,20 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
                                                                      args.length.train_samples, gbs));
     AdamOptimizer optimizer(model.parameters(), args.optimizer);
     LossScale scaler(args);
+    TrainingProgress resumed;
+    if (loader && !args.checkpoint.finetune) {
+        resumed = loader->progress();
+        if (!args.checkpoint.no_load_optim) loader->load_optimizer(optimizer, model, resumed);
+        schedule.load_state(resumed.lr, optim::lr_checkpoint_policy(args.optimizer));
+        scaler.load_from(resumed);
+        if (!args.checkpoint.no_load_rng) loader->load_rng(device.is_cuda(), device.index());
+        print_info("  successfully loaded checkpoint from " + args.checkpoint.load + " at iteration " +
+                   std::to_string(resumed.iteration) + (args.checkpoint.no_load_optim ? " (without optimizer states)" : "") +
+                   (args.checkpoint.no_load_rng ? " (without RNG states)" : ""));
+    } else if (loader) {
+        print_info("  successfully loaded the weights of " + loader->directory() + " for fine-tuning from iteration 0");
+    }
+    loader.reset();
 
     // One carbon tracker per node (here: the process) covering its GPUs; CPU and RAM are measured
     // once per node, never per rank.
@@ -222,9 +255,40 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     std::optional<observe::AlertCommandRunner> alert_command;
     if (!options.alert_command.empty()) alert_command.emplace(options.alert_command);
 
-    std::int64_t iteration = 0, consumed = 0, consumed_tokens = 0, consumed_valid = 0;
-    double gigaflos_no_embeds = 0;
+    std::int64_t iteration = resumed.iteration, consumed = resumed.consumed_train_samples;
+    std::int64_t consumed_tokens = resumed.consumed_train_tokens, consumed_valid = resumed.consumed_valid_samples;
+    std::int64_t skipped_total = resumed.skipped_steps;
+    double gigaflos_no_embeds = resumed.gigaflos_no_embeds;
     RunSummary summary;
+
+    // Checkpoints: Megatron's save_checkpoint_and_time. The carbon tracker writes its row then too,
+    // so a job killed after the save has its energy accounted up to it.
+    std::int64_t last_saved = -1;
+    auto save = [&]() {
+        if (args.checkpoint.save.empty() || iteration == last_saved) return;
+        TrainingProgress p;
+        p.iteration = iteration;
+        p.consumed_train_samples = consumed;
+        p.consumed_valid_samples = consumed_valid;
+        p.consumed_train_tokens = consumed_tokens;
+        p.gigaflos_no_embeds = gigaflos_no_embeds;
+        p.skipped_steps = skipped_total;
+        p.lr = schedule.state();
+        p.current_lr = schedule.lr();
+        p.current_weight_decay = schedule.weight_decay();
+        scaler.save_to(p);
+        print_info("saving checkpoint at iteration " + std::to_string(iteration) + " to " + args.checkpoint.save);
+        const auto info = save_checkpoint(args, vocab, model, optimizer, p);
+        last_saved = iteration;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " (%.1f MB in %.2f s)", static_cast<double>(info.bytes) / 1e6, info.seconds);
+        print_info("  successfully saved checkpoint at iteration " + std::to_string(iteration) + " to " + args.checkpoint.save + buf);
+        if (tb) tb->flush();
+        if (carbon) {
+            carbon->flush();
+            for (const auto& note : carbon->take_new_notes()) print_info("codecarbon: " + note);
+        }
+    };
 
     auto evaluate = [&](const std::string& prefix, int split, std::int64_t& consumed_split) {
         c10::NoGradGuard no_grad;
@@ -302,6 +366,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         gigaflos_no_embeds += 6.0 * static_cast<double>(batch_size * cfg.seq_length) * params_no_embeddings_billions;
         summary.last_loss = lm_loss;
         if (skipped) {
+            ++skipped_total;
             ++interval.skipped;
             if (!std::isfinite(lm_loss)) ++interval.nan;
         } else {
@@ -390,10 +455,14 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         if (do_valid && args.logging.eval_interval > 0 && iteration % args.logging.eval_interval == 0)
             evaluate("iteration " + std::to_string(iteration), 1, consumed_valid);
 
-        // Exit conditions, checked between iterations as Megatron does.
+        if (args.checkpoint.save_interval && iteration % *args.checkpoint.save_interval == 0) save();
+
+        // Exit conditions, checked between iterations as Megatron does. Every one but the kill
+        // switch (Megatron-DeepSpeed exits on it without saving) saves a checkpoint first.
         if (const int sig = train::stop_signal_received()) {
             exit_reason = train::signal_name(sig);
             print_info("received " + exit_reason + ": stopping after iteration " + std::to_string(iteration));
+            save();
             break;
         }
         if (!args.exit.kill_switch_path.empty() && std::filesystem::exists(args.exit.kill_switch_path)) {
@@ -403,11 +472,13 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         }
         if (args.exit.exit_duration_in_mins && seconds_since(process_start) / 60.0 > static_cast<double>(*args.exit.exit_duration_in_mins)) {
             exit_reason = "exit duration";
+            save();
             print_info("exiting program after " + std::to_string(seconds_since(process_start) / 60.0) + " minutes");
             break;
         }
         if (args.exit.exit_interval && *args.exit.exit_interval > 0 && iteration % *args.exit.exit_interval == 0) {
             exit_reason = "exit interval";
+            save();
             print_info("exiting program at iteration " + std::to_string(iteration));
             break;
         }
@@ -417,6 +488,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         std::int64_t consumed_test = 0;
         if (do_valid) evaluate("the end of training for val data", 1, consumed_valid);
         if (do_test) evaluate("the end of training for test data", 2, consumed_test);
+        if (iteration != 0) save();
     }
     if (tb) tb->flush(true);
     if (carbon) {

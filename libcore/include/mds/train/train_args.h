@@ -89,6 +89,11 @@ struct CheckpointArgs {
     std::string save;                                    // --save DIR
     std::string load;                                    // --load DIR
     std::optional<std::int64_t> save_interval;           // --save-interval (required with --save)
+    bool no_save_optim = false;                          // --no-save-optim: no optimizer files
+    bool no_save_rng = false;                            // --no-save-rng: no RNG states
+    bool no_load_optim = false;                          // --no-load-optim: Adam restarts, masters from the weights
+    bool no_load_rng = false;                            // --no-load-rng
+    bool finetune = false;                               // --finetune: weights only, iteration 0
 };
 
 struct ParallelArgs {

@@ -44,6 +44,11 @@ public:
     const std::vector<at::Tensor>& master_params() const { return master_; }
     const std::vector<at::Tensor>& exp_avg() const { return exp_avg_; }
     const std::vector<at::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }
+    // Restores a checkpoint's state: one fp32 tensor per parameter (in parameter order, same shapes)
+    // for the masters and both moments, and Adam's step count. The parameters get the masters,
+    // rounded to their dtype. Throws mds::Error naming the parameter on a shape mismatch.
+    void load_state(const std::vector<at::Tensor>& master, const std::vector<at::Tensor>& exp_avg,
+                    const std::vector<at::Tensor>& exp_avg_sq, std::int64_t steps);
 
 private:
     std::vector<model::Parameter>& params_;

@@ -1,0 +1,103 @@
+// mds-train checkpoints in the DeepSpeed pipeline layout that Megatron-DeepSpeed writes
+// (specs/checkpoints.md §1-§5), so DeepSpeed's tools, Python's torch.load and the mds-ckpt-* tools
+// read them and Megatron-DeepSpeed resumes from them:
+//
+//   <save>/global_step<N>/layer_01-model_00-model_states.pt        embedding (+ embedding LayerNorm)
+//   <save>/global_step<N>/layer_03 .. layer_{L+2}-model_00-...     transformer blocks
+//   <save>/global_step<N>/layer_{L+4}-model_00-model_states.pt     final LayerNorm
+//   <save>/global_step<N>/mp_rank_00_model_states.pt               iteration, args (a Namespace),
+//                                                                   LR schedule, RNG states, DeepSpeed keys
+//   <save>/global_step<N>/[bf16_]zero_pp_rank_0_mp_rank_00_optim_states.pt   fp32 masters + Adam moments
+//   <save>/latest                                                  "global_step<N>", written last
+//
+// The optimizer file is the BF16 optimizer's (bf16 runs) or ZeRO stage 1's (fp16 and fp32 runs),
+// in BMD's three parameter groups with flat, padded fp32 partitions. A save writes the tag into a
+// temporary folder, syncs every file and the folder, renames it into place, syncs the root, and
+// only then moves `latest`: a process killed at any moment leaves `latest` on a complete tag.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mds/optim/loss_scaler.h"
+#include "mds/optim/lr_schedule.h"
+#include "mds/train/train_args.h"
+
+namespace mds::model {
+class GptModel;
+}
+
+namespace mds::trainer {
+
+class AdamOptimizer;
+
+// Everything a resume restores besides weights, optimizer and RNGs.
+struct TrainingProgress {
+    std::int64_t iteration = 0;
+    std::int64_t consumed_train_samples = 0;
+    std::int64_t consumed_valid_samples = 0;
+    std::int64_t consumed_train_tokens = 0;
+    double gigaflos_no_embeds = 0;
+    std::int64_t skipped_steps = 0;  // DeepSpeed's skipped_steps: fp16 overflow iterations
+    optim::LrScheduleState lr;
+    // fp16 loss scaler: DeepSpeed's (--deepspeed) or Megatron's; neither for bf16 / fp32.
+    std::optional<optim::DeepSpeedLossScaler::State> deepspeed_scaler;
+    std::optional<optim::MegatronGradScaler::State> megatron_scaler;
+    // Written into the optimizer's param groups; not restored (the schedule recomputes them).
+    double current_lr = 0;
+    double current_weight_decay = 0;
+};
+
+struct CheckpointSaveInfo {
+    std::string tag;        // global_step<N>
+    std::string directory;  // <save>/global_step<N>
+    std::uint64_t bytes = 0;
+    double seconds = 0;
+};
+
+// Saves one checkpoint under `args.checkpoint.save` (optimizer states unless --no-save-optim, RNG
+// states unless --no-save-rng). `original_vocab_size` is the tokenizer's. Throws mds::Error naming
+// the file; on failure the previous checkpoint and `latest` are untouched.
+CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t original_vocab_size,
+                                   const model::GptModel& model, const AdamOptimizer& optimizer,
+                                   const TrainingProgress& progress);
+
+// A checkpoint opened for a resume: the tag `latest` names under `args.checkpoint.load`. The
+// weights go into the model first (the optimizer is then built from them), then the optimizer
+// state, the RNG states and the progress, as --no-load-optim / --no-load-rng / --finetune say.
+class CheckpointLoader {
+public:
+    // nullptr when the folder has no `latest` (Megatron starts from scratch then). Throws for a
+    // checkpoint that does not fit the flags (shape, parallel sizes), naming the file and value.
+    static std::unique_ptr<CheckpointLoader> open(const train::TrainArgs& args);
+    ~CheckpointLoader();
+
+    const std::string& directory() const;
+    std::int64_t iteration() const;  // as saved (0 is what --finetune trains from)
+
+    // Copies every parameter from the layer files (converted to the model's dtype and device).
+    void load_weights(model::GptModel& model) const;
+    // Restores masters, moments and step count, and the fp16 loss scaler into `progress`; an error
+    // suggests --no-load-optim when the checkpoint has no optimizer file (e.g. from mds-ckpt-shrink).
+    void load_optimizer(AdamOptimizer& optimizer, const model::GptModel& model, TrainingProgress& progress) const;
+    // Restores the CPU (and, on a GPU, CUDA) generators; an error suggests --no-load-rng when absent.
+    void load_rng(bool cuda, int cuda_index) const;
+    // Iteration, consumed samples and tokens, LR schedule and loss-scaler states.
+    TrainingProgress progress() const;
+
+private:
+    struct Impl;
+    explicit CheckpointLoader(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// Python's random.seed(seed) and numpy's np.random.seed(seed) states as Megatron's
+// _set_random_seed leaves them (what it saves as random_rng_state / np_rng_state): MT19937 words
+// from init_by_array (Python) and init_genrand (numpy), position 624.
+std::array<std::uint32_t, 624> python_random_seed_state(std::uint64_t seed);
+std::array<std::uint32_t, 624> numpy_random_seed_state(std::uint32_t seed);
+
+}  // namespace mds::trainer

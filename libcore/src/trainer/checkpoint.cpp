@@ -1,0 +1,918 @@
+#include "mds/trainer/checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "mds/ckpt/ds_layout.h"
+#include "mds/ckpt/pickle.h"
+#include "mds/ckpt/torch_file.h"
+#include "mds/model/gpt_model.h"
+#include "mds/model/tensor_io.h"
+#include "mds/trainer/optimizer.h"
+#include "mds/util/cli.h"  // mds_version
+#include "mds/util/error.h"
+#include "mds/util/files.h"
+
+namespace mds::trainer {
+namespace fs = std::filesystem;
+using ckpt::PyValue;
+
+namespace {
+
+// The DeepSpeed version whose file layout mds writes (group_paddings, param_slice_mappings of
+// fragment_address, BF16 optimizer keys): DeepSpeed's loaders parse it and require >= 0.6.
+constexpr const char* kDeepSpeedFormatVersion = "0.7.0";
+constexpr double kCheckpointVersion = 3.0;
+
+// ---- Python values -------------------------------------------------------------------------------
+
+PyValue str(std::string s) { return PyValue::str(std::move(s)); }
+PyValue integer(std::int64_t v) { return PyValue::integer(v); }
+PyValue floating(double v) { return PyValue::floating(v); }
+
+PyValue ordered_dict() { return PyValue::object("collections", "OrderedDict", PyValue::tuple({})); }
+void od_set(const PyValue& od, const std::string& key, PyValue value) { od.as_object().dict_items.set(key, std::move(value)); }
+
+// An instance rebuilt as pickle protocol 2 writes plain classes: cls.__new__(cls), then BUILD with
+// its __dict__ (argparse.Namespace, DeepSpeed's loss scalers and fragment_address dataclass).
+PyValue instance(const std::string& module, const std::string& name, PyValue attributes) {
+    auto o = PyValue::object(module, name, PyValue::tuple({}), /*newobj=*/true);
+    o.as_object().has_state = true;
+    o.as_object().state = std::move(attributes);
+    return o;
+}
+
+PyValue torch_size(const std::vector<std::int64_t>& shape) {
+    std::vector<PyValue> dims;
+    for (auto d : shape) dims.push_back(integer(d));
+    return PyValue::object("torch", "Size", PyValue::tuple({PyValue::tuple(std::move(dims))}));
+}
+
+PyValue from_json(const nlohmann::json& j) {
+    switch (j.type()) {
+    case nlohmann::json::value_t::null: return PyValue::none();
+    case nlohmann::json::value_t::boolean: return PyValue::boolean(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return integer(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return integer(static_cast<std::int64_t>(j.get<std::uint64_t>()));
+    case nlohmann::json::value_t::number_float: return floating(j.get<double>());
+    case nlohmann::json::value_t::string: return str(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+        std::vector<PyValue> items;
+        for (const auto& e : j) items.push_back(from_json(e));
+        return PyValue::list(std::move(items));
+    }
+    case nlohmann::json::value_t::object: {
+        auto d = PyValue::dict();
+        for (const auto& [k, v] : j.items()) d.as_dict().set(k, from_json(v));
+        return d;
+    }
+    default: return PyValue::none();
+    }
+}
+
+// ---- MT19937 seeding (Python's random and numpy's legacy RandomState) -----------------------------
+
+using MtState = std::array<std::uint32_t, 624>;
+
+void init_genrand(MtState& mt, std::uint32_t s) {
+    mt[0] = s;
+    for (std::uint32_t i = 1; i < 624; ++i) mt[i] = 1812433253u * (mt[i - 1] ^ (mt[i - 1] >> 30)) + i;
+}
+
+PyValue mt_words(const MtState& mt) {
+    std::vector<PyValue> words;
+    for (auto w : mt) words.push_back(integer(w));
+    return PyValue::tuple(std::move(words));
+}
+
+// ---- tensors -------------------------------------------------------------------------------------
+
+std::span<const std::byte> bytes_of(const at::Tensor& t) {
+    return {static_cast<const std::byte*>(t.data_ptr()), static_cast<std::size_t>(t.nbytes())};
+}
+
+// A CPU tensor holding a copy of a checkpoint tensor (any strides).
+at::Tensor to_tensor(const ckpt::TorchTensor& t) {
+    auto out = at::empty(t.shape, at::TensorOptions().dtype(model::to_scalar_type(t.dtype)));
+    const auto data = t.gather();
+    if (data.size() != static_cast<std::size_t>(out.nbytes())) throw Error("internal: tensor size mismatch");
+    if (!data.empty()) std::memcpy(out.data_ptr(), data.data(), data.size());
+    return out;
+}
+
+// The name DeepSpeed's PipelineModule gives a parameter (param_shapes, param_slice_mappings and
+// universal checkpoint folders): the tied embedding under tied_modules.embed, the rest under
+// their global layer index.
+std::string ds_param_name(const model::Parameter& p) {
+    if (p.layer == model::kEmbeddingLayer) return "tied_modules.embed." + p.name;
+    return std::to_string(p.layer) + "." + p.name;
+}
+
+// BMD's optimizer parameter groups (specs/checkpoints.md §5.1): weight-decay parameters in module
+// order split into two halves, then the no-decay ones; each flat buffer padded to 2 × DP.
+struct FlatGroup {
+    std::vector<std::size_t> params;
+    std::int64_t numel = 0;
+    std::int64_t padding = 0;
+    bool weight_decay = true;
+};
+
+std::vector<FlatGroup> bmd_groups(const std::vector<model::Parameter>& params, std::int64_t dp) {
+    std::vector<std::size_t> wd, no_wd;
+    for (std::size_t i = 0; i < params.size(); ++i) (params[i].weight_decay ? wd : no_wd).push_back(i);
+    const auto half = static_cast<std::ptrdiff_t>(wd.size() / 2);
+    std::vector<FlatGroup> groups(3);
+    groups[0].params.assign(wd.begin(), wd.begin() + half);
+    groups[1].params.assign(wd.begin() + half, wd.end());
+    groups[2].params = no_wd;
+    groups[2].weight_decay = false;
+    for (auto& g : groups) {
+        for (auto i : g.params) g.numel += params[i].tensor.numel();
+        const std::int64_t align = 2 * dp;
+        g.padding = (align - g.numel % align) % align;
+    }
+    return groups;
+}
+
+// ---- saving --------------------------------------------------------------------------------------
+
+// A torch.save file built from tensors that stay alive until it is written.
+class FileBuilder {
+public:
+    explicit FileBuilder(std::string path) : writer_(std::move(path), "cpu") {}
+    PyValue tensor(const at::Tensor& t) {
+        auto c = t.detach().to(at::kCPU).contiguous();
+        keep_.push_back(c);
+        return writer_.add_tensor(model::to_ckpt_dtype(c.scalar_type()), c.sizes().vec(), bytes_of(c));
+    }
+    // A flat fp32 tensor of the pieces (flattened, in order) followed by `padding` zeros, streamed.
+    PyValue flat(std::vector<at::Tensor> pieces, std::int64_t padding) {
+        std::int64_t numel = padding;
+        for (const auto& p : pieces) numel += p.numel();
+        return writer_.add_tensor(ckpt::DType::F32, {numel}, [pieces = std::move(pieces), padding](ckpt::TorchZipWriter& out) {
+            for (const auto& p : pieces) {
+                const auto c = p.detach().to(at::kCPU, at::kFloat).contiguous();
+                out.write(bytes_of(c));
+            }
+            const std::vector<std::byte> zeros(static_cast<std::size_t>(padding) * 4);
+            out.write(zeros);
+        });
+    }
+    std::uint64_t finish(const PyValue& root) {
+        writer_.finish(root);
+        keep_.clear();
+        return 0;
+    }
+
+private:
+    ckpt::TorchSaveWriter writer_;
+    std::vector<at::Tensor> keep_;
+};
+
+std::string decay_style_name(optim::LrDecayStyle s) { return optim::to_string(s); }
+
+PyValue lr_scheduler_state(const optim::LrScheduleState& s) {
+    // BMD's AnnealingLR.state_dict() keys, then megatron-core's extra ones (ignored by BMD).
+    auto d = PyValue::dict();
+    auto& m = d.as_dict();
+    m.set("max_lr", floating(s.params.max_lr));
+    m.set("warmup_steps", floating(s.params.lr_warmup_steps));
+    m.set("num_steps", integer(s.num_steps));
+    m.set("warmup_tokens", integer(s.warmup_tokens));
+    m.set("num_tokens", integer(s.num_tokens));
+    m.set("decay_style", str(decay_style_name(s.params.lr_decay_style)));
+    m.set("decay_steps", integer(s.params.lr_decay_steps));
+    m.set("min_lr", floating(s.params.min_lr));
+    m.set("decay_tokens", s.params.lr_decay_tokens ? integer(*s.params.lr_decay_tokens) : PyValue::none());
+    m.set("init_lr", floating(s.params.init_lr));
+    m.set("start_wd", floating(s.params.start_wd));
+    m.set("end_wd", floating(s.params.end_wd));
+    m.set("wd_incr_steps", integer(s.params.wd_incr_steps));
+    m.set("wd_incr_style", str(optim::to_string(s.params.wd_incr_style)));
+    return d;
+}
+
+PyValue position_embedding_enum(const std::string& type) {
+    const std::int64_t v = type == "rotary" ? 1 : type == "alibi" ? 3 : 2;
+    return PyValue::object("megatron.enums", "PositionEmbeddingType", PyValue::tuple({integer(v)}));
+}
+
+PyValue optional_int(const std::optional<std::int64_t>& v) { return v ? integer(*v) : PyValue::none(); }
+PyValue optional_str(const std::optional<std::string>& v) { return v ? str(*v) : PyValue::none(); }
+
+// Megatron's args as an argparse.Namespace: the values its load_checkpoint and
+// check_checkpoint_args read, and the rest of what describes the run.
+PyValue megatron_args(const train::TrainArgs& a, std::int64_t padded_vocab, const TrainingProgress& p) {
+    auto d = PyValue::dict();
+    auto& m = d.as_dict();
+    const auto& md = a.model;
+    const auto& o = a.optimizer;
+    m.set("num_layers", integer(md.num_layers));
+    m.set("hidden_size", integer(md.hidden_size));
+    m.set("ffn_hidden_size", integer(md.ffn_hidden_size.value_or(4 * md.hidden_size)));
+    m.set("num_attention_heads", integer(md.num_attention_heads));
+    m.set("kv_channels", integer(md.hidden_size / md.num_attention_heads));
+    m.set("seq_length", integer(md.seq_length));
+    m.set("max_position_embeddings", integer(md.max_position_embeddings.value_or(md.seq_length)));
+    m.set("make_vocab_size_divisible_by", integer(md.make_vocab_size_divisible_by));
+    m.set("pad_vocab_size_to", optional_int(md.pad_vocab_size_to));
+    m.set("padded_vocab_size", integer(padded_vocab));
+    m.set("position_embedding_type", position_embedding_enum(md.position_embedding_type));
+    m.set("embed_layernorm", PyValue::boolean(md.embed_layernorm));
+    m.set("layernorm_epsilon", floating(md.layernorm_epsilon));
+    m.set("init_method_std", floating(md.init_method_std));
+    m.set("hidden_dropout", floating(md.hidden_dropout));
+    m.set("attention_dropout", floating(md.attention_dropout));
+    m.set("bias_gelu_fusion", PyValue::boolean(true));
+    m.set("openai_gelu", PyValue::boolean(false));
+    m.set("glu_activation", PyValue::none());
+    m.set("apply_query_key_layer_scaling", PyValue::boolean(true));
+    m.set("checkpoint_activations", PyValue::boolean(md.checkpoint_activations));
+    m.set("tokenizer_type", optional_str(a.data.tokenizer_type));
+    m.set("vocab_file", a.data.vocab_file.empty() ? PyValue::none() : str(a.data.vocab_file));
+    m.set("merge_file", a.data.merge_file.empty() ? PyValue::none() : str(a.data.merge_file));
+    m.set("tokenizer_name_or_path", a.data.tokenizer_name_or_path.empty() ? PyValue::none() : str(a.data.tokenizer_name_or_path));
+    std::vector<PyValue> data_path;
+    for (const auto& s : a.data.data_path) data_path.push_back(str(s));
+    m.set("data_path", PyValue::list(std::move(data_path)));
+    m.set("split", optional_str(a.data.split));
+    m.set("tensor_model_parallel_size", integer(a.parallel.tensor_model_parallel_size));
+    m.set("pipeline_model_parallel_size", integer(a.parallel.pipeline_model_parallel_size));
+    m.set("data_parallel_size", integer(a.parallel.data_parallel_size));
+    m.set("world_size", integer(a.parallel.world_size.value_or(1)));
+    m.set("deepspeed", PyValue::boolean(a.parallel.deepspeed));
+    m.set("deepspeed_config", a.parallel.deepspeed_config.empty() ? PyValue::none() : str(a.parallel.deepspeed_config));
+    m.set("zero_stage", integer(a.parallel.zero_stage));
+    m.set("micro_batch_size", integer(o.micro_batch_size));
+    m.set("global_batch_size", integer(o.global_batch_size.value_or(o.micro_batch_size * a.parallel.data_parallel_size)));
+    m.set("train_iters", optional_int(a.length.train_iters));
+    m.set("train_samples", optional_int(a.length.train_samples));
+    m.set("optimizer", str(o.optimizer));
+    m.set("lr", floating(o.lr));
+    m.set("min_lr", floating(o.min_lr));
+    m.set("lr_decay_style", str(o.lr_decay_style));
+    m.set("weight_decay", floating(o.weight_decay));
+    m.set("clip_grad", floating(o.clip_grad));
+    m.set("adam_beta1", floating(o.adam_beta1));
+    m.set("adam_beta2", floating(o.adam_beta2));
+    m.set("adam_eps", floating(o.adam_eps));
+    m.set("fp16", PyValue::boolean(o.fp16));
+    m.set("bf16", PyValue::boolean(o.bf16));
+    m.set("params_dtype", PyValue::global("torch", o.fp16 ? "float16" : o.bf16 ? "bfloat16" : "float32"));
+    m.set("seed", integer(a.seed));
+    m.set("save", a.checkpoint.save.empty() ? PyValue::none() : str(a.checkpoint.save));
+    m.set("load", a.checkpoint.load.empty() ? PyValue::none() : str(a.checkpoint.load));
+    m.set("save_interval", optional_int(a.checkpoint.save_interval));
+    m.set("iteration", integer(p.iteration));
+    m.set("consumed_train_samples", integer(p.consumed_train_samples));
+    m.set("consumed_valid_samples", integer(p.consumed_valid_samples));
+    m.set("consumed_train_tokens", integer(p.consumed_train_tokens));
+    m.set("gigaflos_no_embeds", floating(p.gigaflos_no_embeds));
+    m.set("mds_version", str(mds_version()));
+    return instance("argparse", "Namespace", d);
+}
+
+PyValue ds_config(const train::TrainArgs& a) {
+    if (!a.parallel.deepspeed_config.empty()) {
+        try {
+            return from_json(nlohmann::json::parse(read_file(a.parallel.deepspeed_config)));
+        } catch (const nlohmann::json::exception&) {
+            // Validated when the run started; a file changed since is recorded as its path.
+            return str(a.parallel.deepspeed_config);
+        }
+    }
+    const auto& o = a.optimizer;
+    nlohmann::json j = {{"train_micro_batch_size_per_gpu", o.micro_batch_size},
+                        {"train_batch_size", o.global_batch_size.value_or(o.micro_batch_size)},
+                        {"gradient_clipping", o.clip_grad},
+                        {"zero_optimization", {{"stage", a.parallel.zero_stage}}},
+                        {"fp16", {{"enabled", o.fp16}}},
+                        {"bf16", {{"enabled", o.bf16}}}};
+    return from_json(j);
+}
+
+at::Tensor generator_state(at::Generator gen) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return gen.get_state();
+}
+
+// torch.cuda.manual_seed(seed)'s Philox state (seed, offset 0), for CPU runs: Megatron restores a
+// cuda_rng_state unconditionally.
+at::Tensor philox_seed_state(std::uint64_t seed) {
+    auto t = at::zeros({16}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(t.data_ptr(), &seed, sizeof seed);
+    return t;
+}
+
+PyValue numpy_state(std::uint32_t seed) {
+    const auto mt = numpy_random_seed_state(seed);
+    std::string raw(624 * 4, '\0');
+    std::memcpy(raw.data(), mt.data(), raw.size());  // little-endian hosts only (checked at build)
+    auto dtype = PyValue::object("numpy", "dtype", PyValue::tuple({str("u4"), PyValue::boolean(false), PyValue::boolean(true)}));
+    dtype.as_object().has_state = true;
+    dtype.as_object().state = PyValue::tuple({integer(3), str("<"), PyValue::none(), PyValue::none(), PyValue::none(),
+                                              integer(-1), integer(-1), integer(0)});
+    auto array = PyValue::object("numpy.core.multiarray", "_reconstruct",
+                                 PyValue::tuple({PyValue::global("numpy", "ndarray"), PyValue::tuple({integer(0)}),
+                                                 PyValue::bytes("b")}));
+    array.as_object().has_state = true;
+    array.as_object().state = PyValue::tuple({integer(1), PyValue::tuple({integer(624)}), dtype, PyValue::boolean(false),
+                                              PyValue::bytes(std::move(raw))});
+    return PyValue::tuple({str("MT19937"), array, integer(624), integer(0), floating(0.0)});
+}
+
+PyValue deepspeed_loss_scaler(const train::TrainArgs& a, const TrainingProgress& p) {
+    auto d = PyValue::dict();
+    auto& m = d.as_dict();
+    if (p.deepspeed_scaler || p.megatron_scaler) {
+        const auto cfg = optim::deepspeed_loss_scaler_config(a.optimizer);
+        const double scale = p.deepspeed_scaler ? p.deepspeed_scaler->cur_scale : static_cast<double>(p.megatron_scaler->scale);
+        m.set("cur_scale", floating(scale));
+        m.set("dynamic", PyValue::boolean(cfg.dynamic));
+        if (cfg.dynamic) {
+            m.set("cur_iter", integer(p.deepspeed_scaler ? p.deepspeed_scaler->cur_iter : 0));
+            m.set("last_overflow_iter", integer(p.deepspeed_scaler ? p.deepspeed_scaler->last_overflow_iter : -1));
+            m.set("scale_factor", floating(cfg.scale_factor));
+            m.set("scale_window", integer(cfg.scale_window));
+            m.set("min_scale", floating(cfg.min_scale));
+            m.set("delayed_shift", integer(cfg.hysteresis));
+            m.set("cur_hysteresis", integer(p.deepspeed_scaler ? p.deepspeed_scaler->cur_hysteresis : cfg.hysteresis));
+            m.set("consecutive_hysteresis", PyValue::boolean(cfg.consecutive_hysteresis));
+            m.set("raise_error_at_min_scale", PyValue::boolean(cfg.raise_error_at_min_scale));
+            m.set("dtype", PyValue::global("torch", "float16"));
+            return instance("deepspeed.runtime.fp16.loss_scaler", "DynamicLossScaler", d);
+        }
+        return instance("deepspeed.runtime.fp16.loss_scaler", "LossScaler", d);
+    }
+    m.set("cur_scale", floating(1.0));
+    m.set("dynamic", PyValue::boolean(false));
+    return instance("deepspeed.runtime.fp16.loss_scaler", "LossScaler", d);
+}
+
+// The optimizer file: BF16_Optimizer.state_dict() (bf16) or DeepSpeedZeroOptimizer's (stage 1).
+void write_optimizer_file(const std::string& path, const train::TrainArgs& a, const std::vector<model::Parameter>& params,
+                          const AdamOptimizer& opt, const TrainingProgress& p) {
+    FileBuilder file(path);
+    const bool bf16 = a.optimizer.bf16;
+    const auto groups = bmd_groups(params, 1);
+    auto state = PyValue::dict();
+    std::vector<PyValue> param_groups, fp32_groups, mappings, paddings, counts;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        const auto& grp = groups[g];
+        std::vector<at::Tensor> master, m1, m2;
+        auto mapping = ordered_dict();
+        std::int64_t start = 0;
+        for (auto i : grp.params) {
+            master.push_back(opt.master_params()[i]);
+            m1.push_back(opt.exp_avg()[i]);
+            m2.push_back(opt.exp_avg_sq()[i]);
+            auto address = PyValue::dict();
+            address.as_dict().set("numel", integer(params[i].tensor.numel()));
+            address.as_dict().set("start", integer(start));
+            od_set(mapping, ds_param_name(params[i]), instance("deepspeed.runtime.bf16_optimizer", "fragment_address", address));
+            start += params[i].tensor.numel();
+        }
+        auto moments = PyValue::dict();
+        moments.as_dict().set("exp_avg", file.flat(m1, grp.padding));
+        moments.as_dict().set("exp_avg_sq", file.flat(m2, grp.padding));
+        state.as_dict().set(integer(static_cast<std::int64_t>(g)), moments);
+        auto pg = PyValue::dict();
+        auto& pm = pg.as_dict();
+        pm.set("lr", floating(p.current_lr));
+        pm.set("bias_correction", PyValue::boolean(true));
+        pm.set("betas", PyValue::tuple({floating(a.optimizer.adam_beta1), floating(a.optimizer.adam_beta2)}));
+        pm.set("eps", floating(a.optimizer.adam_eps));
+        pm.set("weight_decay", floating(grp.weight_decay ? p.current_weight_decay : 0.0));
+        pm.set("step", integer(opt.steps_taken()));
+        pm.set("params", PyValue::list({integer(static_cast<std::int64_t>(g))}));
+        param_groups.push_back(pg);
+        // The BF16 optimizer keeps the padding in its fp32 partitions; ZeRO 1/2 strips it.
+        fp32_groups.push_back(file.flat(master, bf16 ? grp.padding : 0));
+        mappings.push_back(mapping);
+        paddings.push_back(integer(grp.padding));
+        counts.push_back(integer(1));
+    }
+    auto base = PyValue::dict();
+    base.as_dict().set("state", state);
+    base.as_dict().set("param_groups", PyValue::list(std::move(param_groups)));
+
+    auto osd = PyValue::dict();
+    auto& o = osd.as_dict();
+    if (!bf16) {
+        o.set("loss_scaler", deepspeed_loss_scaler(a, p));
+        o.set("dynamic_loss_scale", PyValue::boolean((p.deepspeed_scaler || p.megatron_scaler) &&
+                                                     optim::deepspeed_loss_scaler_config(a.optimizer).dynamic));
+        o.set("overflow", PyValue::boolean(false));
+    }
+    o.set("clip_grad", floating(a.optimizer.clip_grad));
+    o.set("base_optimizer_state", base);
+    o.set("single_partition_of_fp32_groups", PyValue::list(std::move(fp32_groups)));
+    if (!bf16) o.set("zero_stage", PyValue::object("deepspeed.runtime.zero.config", "ZeroStageEnum", PyValue::tuple({integer(1)})));
+    o.set("group_paddings", PyValue::list(std::move(paddings)));
+    o.set("partition_count", PyValue::list(std::move(counts)));
+    o.set("ds_version", str(kDeepSpeedFormatVersion));
+    o.set("param_slice_mappings", PyValue::list(std::move(mappings)));
+    if (p.megatron_scaler) {
+        // Megatron's DynamicGradScaler.state_dict(), for an exact resume of a non-DeepSpeed fp16 run.
+        auto gs = PyValue::dict();
+        gs.as_dict().set("scale", floating(p.megatron_scaler->scale));
+        gs.as_dict().set("growth_tracker", integer(p.megatron_scaler->growth_tracker));
+        gs.as_dict().set("hysteresis_tracker", integer(p.megatron_scaler->hysteresis_tracker));
+        o.set("grad_scaler", gs);
+    }
+    auto root = PyValue::dict();
+    root.as_dict().set("optimizer_state_dict", osd);
+    root.as_dict().set("ds_config", ds_config(a));
+    root.as_dict().set("ds_version", str(kDeepSpeedFormatVersion));
+    file.finish(root);
+}
+
+void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std::int64_t original_vocab,
+                        const model::GptModel& model, const TrainingProgress& p) {
+    FileBuilder file(path);
+    const auto& params = model.parameters();
+    const std::int64_t padded = model.config().padded_vocab_size;
+    auto root = PyValue::dict();
+    auto& r = root.as_dict();
+    // DeepSpeed's keys (engine._save_checkpoint), pipeline engine: the weights are in the layer files.
+    r.set("module", PyValue::none());
+    r.set("buffer_names", PyValue::list());
+    r.set("optimizer", PyValue::none());
+    std::vector<PyValue> shapes;
+    for (const auto& g : bmd_groups(params, 1)) {
+        auto od = ordered_dict();
+        for (auto i : g.params) od_set(od, ds_param_name(params[i]), torch_size(params[i].tensor.sizes().vec()));
+        shapes.push_back(od);
+    }
+    r.set("param_shapes", PyValue::list(std::move(shapes)));
+    r.set("lr_scheduler", lr_scheduler_state(p.lr));
+    r.set("data_sampler", PyValue::none());
+    r.set("random_ltd", PyValue::none());
+    r.set("sparse_tensor_module_names", PyValue::object("builtins", "set", PyValue::tuple({PyValue::list()})));
+    r.set("skipped_steps", integer(p.skipped_steps));
+    r.set("global_steps", integer(p.iteration));
+    r.set("global_samples", integer(p.consumed_train_samples));
+    r.set("dp_world_size", integer(1));
+    r.set("mp_world_size", integer(1));
+    r.set("ds_config", ds_config(a));
+    r.set("ds_version", str(kDeepSpeedFormatVersion));
+    // Megatron's client state (BMD save_checkpoint).
+    r.set("args", megatron_args(a, padded, p));
+    r.set("checkpoint_version", floating(kCheckpointVersion));
+    r.set("iteration", integer(p.iteration));
+    r.set("tokens", integer(p.consumed_train_tokens));
+    auto info = PyValue::dict();
+    info.as_dict().set("padded_vocab_size", integer(padded));
+    info.as_dict().set("original_vocab_size", integer(original_vocab));
+    r.set("checkpoint_info", info);
+    if (!a.checkpoint.no_save_rng) {
+        const auto seed = static_cast<std::uint64_t>(a.seed);
+        r.set("random_rng_state", PyValue::tuple({integer(3), [&] {
+                                                      auto words = mt_words(python_random_seed_state(seed)).as_tuple();
+                                                      words.push_back(integer(624));
+                                                      return PyValue::tuple(std::move(words));
+                                                  }(),
+                                                  PyValue::none()}));
+        r.set("np_rng_state", numpy_state(static_cast<std::uint32_t>(seed)));
+        r.set("torch_rng_state", file.tensor(generator_state(at::detail::getDefaultCPUGenerator())));
+        const auto device = model.device();
+        at::Tensor cuda_state = device.is_cuda() ? generator_state(at::globalContext().defaultGenerator(device))
+                                                 : philox_seed_state(seed);
+        r.set("cuda_rng_state", file.tensor(cuda_state));
+        auto tracker = PyValue::dict();
+        tracker.as_dict().set("model-parallel-rng", file.tensor(philox_seed_state(seed + 2718)));
+        r.set("rng_tracker_states", tracker);
+    }
+    r.set("mds_version", str(mds_version()));
+    file.finish(root);
+}
+
+void write_layer_files(const std::string& dir, const model::GptModel& model) {
+    const auto& params = model.parameters();
+    std::size_t i = 0;
+    while (i < params.size()) {
+        const int layer = params[i].layer;
+        FileBuilder file((fs::path(dir) / ckpt::ds_layer_file(layer, 0)).string());
+        auto od = ordered_dict();
+        for (; i < params.size() && params[i].layer == layer; ++i) od_set(od, params[i].name, file.tensor(params[i].tensor));
+        file.finish(od);
+    }
+}
+
+std::uint64_t folder_bytes(const fs::path& dir) {
+    std::uint64_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.is_regular_file()) n += e.file_size();
+    return n;
+}
+
+// ---- loading -------------------------------------------------------------------------------------
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ", ";
+        s += std::to_string(shape[i]);
+    }
+    return s + "]";
+}
+
+double number(const PyValue& v) { return v.type() == ckpt::PyType::Float ? v.as_float() : static_cast<double>(v.as_int()); }
+
+}  // namespace
+
+// ---- seeds ---------------------------------------------------------------------------------------
+
+std::array<std::uint32_t, 624> numpy_random_seed_state(std::uint32_t seed) {
+    MtState mt{};
+    init_genrand(mt, seed);
+    return mt;
+}
+
+std::array<std::uint32_t, 624> python_random_seed_state(std::uint64_t seed) {
+    // random.seed(n) for an int: init_by_array over the 32-bit words of |n|, least significant first.
+    std::vector<std::uint32_t> key;
+    for (std::uint64_t v = seed; v != 0; v >>= 32) key.push_back(static_cast<std::uint32_t>(v));
+    if (key.empty()) key.push_back(0);
+    MtState mt{};
+    init_genrand(mt, 19650218u);
+    std::uint32_t i = 1, j = 0;
+    const auto n = static_cast<std::uint32_t>(key.size());
+    for (std::uint32_t k = std::max<std::uint32_t>(624, n); k > 0; --k) {
+        mt[i] = (mt[i] ^ ((mt[i - 1] ^ (mt[i - 1] >> 30)) * 1664525u)) + key[j] + j;
+        ++i;
+        ++j;
+        if (i >= 624) {
+            mt[0] = mt[623];
+            i = 1;
+        }
+        if (j >= n) j = 0;
+    }
+    for (std::uint32_t k = 623; k > 0; --k) {
+        mt[i] = (mt[i] ^ ((mt[i - 1] ^ (mt[i - 1] >> 30)) * 1566083941u)) - i;
+        ++i;
+        if (i >= 624) {
+            mt[0] = mt[623];
+            i = 1;
+        }
+    }
+    mt[0] = 0x80000000u;
+    return mt;
+}
+
+// ---- save ----------------------------------------------------------------------------------------
+
+CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t original_vocab_size,
+                                   const model::GptModel& model, const AdamOptimizer& optimizer,
+                                   const TrainingProgress& progress) {
+    const auto start = std::chrono::steady_clock::now();
+    c10::NoGradGuard no_grad;
+    const fs::path root = args.checkpoint.save;
+    fs::create_directories(root);
+    CheckpointSaveInfo info;
+    info.tag = ckpt::ds_tag(progress.iteration);
+    info.directory = (root / info.tag).string();
+    // Leftovers of saves that were killed: only one process writes a checkpoint folder.
+    for (const auto& e : fs::directory_iterator(root)) {
+        const auto name = e.path().filename().string();
+        if (name.rfind(".global_step", 0) == 0 && name.find(".tmp-") != std::string::npos) fs::remove_all(e.path());
+    }
+    const fs::path tmp = root / ("." + info.tag + ".tmp-" + std::to_string(::getpid()));
+    fs::create_directories(tmp);
+    try {
+        write_layer_files(tmp.string(), model);
+        write_mp_rank_file((tmp / ckpt::ds_mp_rank_file(0)).string(), args, original_vocab_size, model, progress);
+        if (!args.checkpoint.no_save_optim)
+            write_optimizer_file((tmp / ckpt::ds_optim_file(args.optimizer.bf16, 0, 0)).string(), args, model.parameters(),
+                                 optimizer, progress);
+        sync_directory(tmp.string());
+        info.bytes = folder_bytes(tmp);
+        const fs::path final_dir = root / info.tag;
+        if (fs::exists(final_dir)) {
+            // Saving the same step again (e.g. a rerun): the old copy goes aside until the new one is in place.
+            const fs::path old = root / ("." + info.tag + ".old-" + std::to_string(::getpid()));
+            fs::remove_all(old);
+            fs::rename(final_dir, old);
+            fs::rename(tmp, final_dir);
+            fs::remove_all(old);
+        } else {
+            fs::rename(tmp, final_dir);
+        }
+        sync_directory(root.string());
+        ckpt::write_latest_tag(root.string(), info.tag);
+    } catch (...) {
+        std::error_code ec;
+        fs::remove_all(tmp, ec);
+        throw;
+    }
+    info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return info;
+}
+
+// ---- load ----------------------------------------------------------------------------------------
+
+struct CheckpointLoader::Impl {
+    const train::TrainArgs* args = nullptr;
+    fs::path dir;
+    std::string dir_text;
+    std::unique_ptr<ckpt::TorchFile> mp_rank;
+    std::vector<int> layers;  // on-disk layer indices, sorted
+};
+
+CheckpointLoader::CheckpointLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CheckpointLoader::~CheckpointLoader() = default;
+
+std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const train::TrainArgs& args) {
+    const std::string& root = args.checkpoint.load;
+    if (!fs::is_directory(root)) throw Error("--load " + root + ": no such folder");
+    const auto tag = ckpt::read_latest_tag(root);
+    if (!tag) return nullptr;
+    auto impl = std::make_unique<Impl>();
+    impl->args = &args;
+    impl->dir = fs::path(root) / *tag;
+    impl->dir_text = impl->dir.string();
+    const std::string where = impl->dir.string();
+    if (tag->empty() || !fs::is_directory(impl->dir))
+        throw Error((fs::path(root) / "latest").string() + " names tag '" + *tag + "', but " + where + " is not a folder");
+    int mp_files = 0;
+    for (const auto& e : fs::directory_iterator(impl->dir)) {
+        const auto name = e.path().filename().string();
+        if (const auto l = ckpt::parse_ds_layer_file(name)) {
+            if (l->tp_rank != 0)
+                throw Error(where + " holds tensor-parallel shards (" + name + "); make a TP=1, PP=1 copy with "
+                            "mds-ckpt-reshape --target-tp 1 --target-pp 1");
+            impl->layers.push_back(l->layer);
+        } else if (ckpt::parse_ds_mp_rank_file(name)) {
+            ++mp_files;
+        }
+    }
+    std::sort(impl->layers.begin(), impl->layers.end());
+    if (mp_files == 0) throw Error(where + ": no " + ckpt::ds_mp_rank_file(0) + " (not a DeepSpeed checkpoint?)");
+    if (mp_files > 1)
+        throw Error(where + " has " + std::to_string(mp_files) + " mp_rank files (a pipeline- or tensor-parallel checkpoint); "
+                    "make a TP=1, PP=1 copy with mds-ckpt-reshape --target-tp 1 --target-pp 1");
+    impl->mp_rank = std::make_unique<ckpt::TorchFile>((impl->dir / ckpt::ds_mp_rank_file(0)).string());
+    const auto& r = impl->mp_rank->root();
+    const std::string file = impl->mp_rank->path();
+    if (r.type() != ckpt::PyType::Dict) throw Error(file + ": expected a dict at the top");
+    if (const auto* a = r.find("args"); a && a->is_object("argparse", "Namespace")) {
+        // Megatron's check_checkpoint_args, for the values mds-train's flags set.
+        auto check = [&](const char* name, std::int64_t flags) {
+            const auto* v = a->namespace_attributes().find(name);
+            if (v && v->type() == ckpt::PyType::Int && v->as_int() != flags)
+                throw Error(file + ": the checkpoint has " + name + " " + std::to_string(v->as_int()) + ", the flags say " +
+                            std::to_string(flags));
+        };
+        check("num_layers", args.model.num_layers);
+        check("hidden_size", args.model.hidden_size);
+        check("num_attention_heads", args.model.num_attention_heads);
+    }
+    return std::unique_ptr<CheckpointLoader>(new CheckpointLoader(std::move(impl)));
+}
+
+const std::string& CheckpointLoader::directory() const { return impl_->dir_text; }
+
+std::int64_t CheckpointLoader::iteration() const {
+    const auto* it = impl_->mp_rank->root().find("iteration");
+    return it && it->type() == ckpt::PyType::Int ? it->as_int() : 0;
+}
+
+void CheckpointLoader::load_weights(model::GptModel& model) const {
+    c10::NoGradGuard no_grad;
+    auto& params = model.parameters();
+    const std::int64_t blocks = model.config().num_layers;
+    const auto& layers = impl_->layers;
+    const std::string where = impl_->dir.string();
+    if (static_cast<std::int64_t>(layers.size()) != blocks + 2)
+        throw Error(where + " has " + std::to_string(layers.size()) + " layer files per TP rank, a model of " +
+                    std::to_string(blocks) + " layers needs " + std::to_string(blocks + 2) +
+                    " (embedding, blocks, final norm)");
+    // On-disk order decides (first = embedding, last = final norm): BMD numbers blocks from 3,
+    // microsoft's fork after mid-2023 from 2.
+    auto disk_layer = [&](int model_layer) {
+        if (model_layer == model::kEmbeddingLayer) return layers.front();
+        if (model_layer == model::final_norm_layer_index(blocks)) return layers.back();
+        return layers[static_cast<std::size_t>(model_layer - model::transformer_layer_index(0) + 1)];
+    };
+    std::size_t i = 0;
+    while (i < params.size()) {
+        const int layer = params[i].layer;
+        ckpt::TorchFile file((impl_->dir / ckpt::ds_layer_file(disk_layer(layer), 0)).string());
+        const auto& items = file.root().ordered_dict_items();
+        std::size_t used = 0;
+        for (; i < params.size() && params[i].layer == layer; ++i) {
+            auto& p = params[i];
+            const auto* v = items.find(p.name);
+            if (!v) throw Error(file.path() + ": no tensor " + p.name);
+            const auto t = file.tensor(*v, p.name);
+            if (t.shape != p.tensor.sizes().vec())
+                throw Error(file.path() + ": " + p.name + " has shape " + shape_text(t.shape) + ", the model's is " +
+                            shape_text(p.tensor.sizes().vec()) + " (check the model flags and --make-vocab-size-divisible-by)");
+            p.tensor.detach().copy_(to_tensor(t));
+            ++used;
+        }
+        if (used != items.size()) {
+            for (const auto& [k, v] : items.items()) {
+                const bool known = std::any_of(params.begin(), params.end(), [&](const model::Parameter& p) {
+                    return p.layer == layer && k.type() == ckpt::PyType::Str && p.name == k.as_str();
+                });
+                if (!known)
+                    throw Error(file.path() + ": tensor " + k.repr(80) + " is not a parameter of this model (check "
+                                "--embed-layernorm, --position-embedding-type)");
+            }
+        }
+    }
+}
+
+void CheckpointLoader::load_optimizer(AdamOptimizer& optimizer, const model::GptModel& model, TrainingProgress& progress) const {
+    const bool bf16 = impl_->args->optimizer.bf16;
+    fs::path path = impl_->dir / ckpt::ds_optim_file(bf16, 0, 0);
+    if (!fs::exists(path)) path = impl_->dir / ckpt::ds_optim_file(!bf16, 0, 0);  // DeepSpeed tries both names too
+    if (!fs::exists(path)) {
+        bool other_dp = false;
+        for (const auto& e : fs::directory_iterator(impl_->dir))
+            if (const auto o = ckpt::parse_ds_optim_file(e.path().filename().string())) other_dp = other_dp || o->dp_rank != 0;
+        throw Error(impl_->dir.string() + " has no optimizer states (" + ckpt::ds_optim_file(bf16, 0, 0) + ")" +
+                    (other_dp ? "" : ": a weights-only checkpoint (mds-ckpt-shrink, --no-save-optim)?") +
+                    "; resume with --no-load-optim to rebuild the fp32 masters from the weights and restart Adam");
+    }
+    ckpt::TorchFile file(path.string());
+    const std::string where = file.path();
+    const auto& osd = file.root().get("optimizer_state_dict");
+    for (const auto& c : osd.get("partition_count").as_list())
+        if (c.as_int() != 1)
+            throw Error(where + ": optimizer states partitioned over " + std::to_string(c.as_int()) +
+                        " data-parallel ranks; mds-train resumes DP=1 states (mds-ckpt-reshape --target-dp 1 --with-optimizer)");
+    const auto& fp32 = osd.get("single_partition_of_fp32_groups").as_list();
+    const auto& base = osd.get("base_optimizer_state");
+    const auto& state = base.get("state").as_dict();
+    const auto& groups = base.get("param_groups").as_list();
+    const auto& mappings = osd.get("param_slice_mappings").as_list();
+    if (fp32.size() != mappings.size() || groups.size() != mappings.size())
+        throw Error(where + ": " + std::to_string(mappings.size()) + " param_slice_mappings for " +
+                    std::to_string(fp32.size()) + " fp32 groups and " + std::to_string(groups.size()) + " param groups");
+    struct Slot {
+        std::size_t group = 0;
+        std::int64_t start = 0, numel = 0;
+    };
+    std::map<std::string, Slot> slots;
+    std::optional<std::int64_t> steps;
+    for (std::size_t g = 0; g < mappings.size(); ++g) {
+        for (const auto& [k, v] : mappings[g].ordered_dict_items().items()) {
+            const auto& addr = v.as_object();
+            const auto& st = addr.state.as_dict();
+            slots[k.as_str()] = {g, st.find("start")->as_int(), st.find("numel")->as_int()};
+        }
+        const auto* step = groups[g].find("step");
+        std::int64_t s = 0;
+        if (step && step->type() == ckpt::PyType::Int) s = step->as_int();
+        else if (step && step->type() == ckpt::PyType::Float) s = static_cast<std::int64_t>(step->as_float());
+        else throw Error(where + ": param group " + std::to_string(g) + " has no step count");
+        if (steps && *steps != s) throw Error(where + ": param groups have different step counts");
+        steps = s;
+    }
+    std::vector<at::Tensor> flat_master, flat_m1, flat_m2;
+    for (std::size_t g = 0; g < mappings.size(); ++g) {
+        const std::string what = "group " + std::to_string(g);
+        flat_master.push_back(to_tensor(file.tensor(fp32[g], what + " fp32")).to(at::kFloat));
+        const auto* s = state.find(integer(static_cast<std::int64_t>(g)));
+        if (!s) throw Error(where + ": no Adam state for param group " + std::to_string(g));
+        flat_m1.push_back(to_tensor(file.tensor(s->get("exp_avg"), what + " exp_avg")).to(at::kFloat));
+        flat_m2.push_back(to_tensor(file.tensor(s->get("exp_avg_sq"), what + " exp_avg_sq")).to(at::kFloat));
+    }
+    std::vector<at::Tensor> master, m1, m2;
+    for (const auto& p : model.parameters()) {
+        const auto name = ds_param_name(p);
+        const auto it = slots.find(name);
+        if (it == slots.end()) throw Error(where + ": no optimizer state for parameter " + name);
+        const auto& s = it->second;
+        if (s.numel != p.tensor.numel())
+            throw Error(where + ": optimizer state of " + name + " has " + std::to_string(s.numel) + " elements, the parameter " +
+                        std::to_string(p.tensor.numel()));
+        auto slice = [&](const at::Tensor& flat, const char* what) {
+            if (s.start < 0 || s.start + s.numel > flat.numel())
+                throw Error(where + ": " + what + " fragment of " + name + " lies outside its group's partition");
+            return flat.narrow(0, s.start, s.numel).view(p.tensor.sizes()).to(p.tensor.device());
+        };
+        master.push_back(slice(flat_master[s.group], "fp32"));
+        m1.push_back(slice(flat_m1[s.group], "exp_avg"));
+        m2.push_back(slice(flat_m2[s.group], "exp_avg_sq"));
+    }
+    optimizer.load_state(master, m1, m2, steps.value_or(0));
+
+    // fp16 loss scaler: Megatron's own state when mds wrote it, else DeepSpeed's scaler object.
+    const auto& a = *impl_->args;
+    if (!a.optimizer.fp16) return;
+    if (const auto* gs = osd.find("grad_scaler"); gs && !a.parallel.deepspeed) {
+        optim::MegatronGradScaler::State st;
+        st.scale = static_cast<float>(number(gs->get("scale")));
+        st.growth_tracker = gs->get("growth_tracker").as_int();
+        st.hysteresis_tracker = gs->get("hysteresis_tracker").as_int();
+        st.skipped_iterations = progress.skipped_steps;
+        progress.megatron_scaler = st;
+        return;
+    }
+    const auto* ls = osd.find("loss_scaler");
+    if (!ls || ls->type() != ckpt::PyType::Object || !ls->as_object().has_state || ls->as_object().state.type() != ckpt::PyType::Dict)
+        throw Error(where + ": no loss_scaler state for this fp16 run");
+    const auto& st = ls->as_object().state;
+    auto get = [&](const char* k, double fallback) {
+        const auto* v = st.find(k);
+        return v && (v->type() == ckpt::PyType::Int || v->type() == ckpt::PyType::Float) ? number(*v) : fallback;
+    };
+    if (a.parallel.deepspeed) {
+        optim::DeepSpeedLossScaler::State ds;
+        ds.cur_scale = get("cur_scale", 1.0);
+        ds.cur_iter = static_cast<std::int64_t>(get("cur_iter", 0));
+        ds.last_overflow_iter = static_cast<std::int64_t>(get("last_overflow_iter", -1));
+        ds.cur_hysteresis = static_cast<std::int64_t>(get("cur_hysteresis", static_cast<double>(a.optimizer.hysteresis)));
+        ds.skipped_iterations = progress.skipped_steps;
+        progress.deepspeed_scaler = ds;
+    } else {
+        // A DeepSpeed run resumed without --deepspeed: Megatron's scaler starts from the saved scale.
+        optim::MegatronGradScaler::State mg;
+        mg.scale = static_cast<float>(get("cur_scale", 1.0));
+        mg.hysteresis_tracker = a.optimizer.hysteresis;
+        mg.skipped_iterations = progress.skipped_steps;
+        progress.megatron_scaler = mg;
+    }
+}
+
+void CheckpointLoader::load_rng(bool cuda, int cuda_index) const {
+    const auto& r = impl_->mp_rank->root();
+    const std::string where = impl_->mp_rank->path();
+    auto restore = [&](const char* key, at::Generator gen) {
+        const auto* v = r.find(key);
+        if (!v || v->is_none())
+            throw Error(where + " has no " + std::string(key) + " (saved with --no-save-rng?); resume with --no-load-rng");
+        const auto t = to_tensor(impl_->mp_rank->tensor(*v, key));
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(t);
+    };
+    restore("torch_rng_state", at::detail::getDefaultCPUGenerator());
+    if (cuda) restore("cuda_rng_state", at::globalContext().defaultGenerator(c10::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cuda_index))));
+}
+
+TrainingProgress CheckpointLoader::progress() const {
+    const auto& r = impl_->mp_rank->root();
+    const std::string where = impl_->mp_rank->path();
+    TrainingProgress p;
+    p.iteration = iteration();
+    if (const auto* a = r.find("args"); a && a->is_object("argparse", "Namespace")) {
+        const auto& ns = a->namespace_attributes();
+        auto get_int = [&](const char* k) {
+            const auto* v = ns.find(k);
+            return v && v->type() == ckpt::PyType::Int ? v->as_int() : 0;
+        };
+        p.consumed_train_samples = get_int("consumed_train_samples");
+        p.consumed_valid_samples = get_int("consumed_valid_samples");
+        p.consumed_train_tokens = get_int("consumed_train_tokens");
+        if (const auto* g = ns.find("gigaflos_no_embeds"); g && (g->type() == ckpt::PyType::Float || g->type() == ckpt::PyType::Int))
+            p.gigaflos_no_embeds = number(*g);
+    }
+    if (p.consumed_train_tokens == 0)
+        if (const auto* t = r.find("tokens"); t && t->type() == ckpt::PyType::Int) p.consumed_train_tokens = t->as_int();
+    if (const auto* s = r.find("skipped_steps"); s && s->type() == ckpt::PyType::Int) p.skipped_steps = s->as_int();
+    // The schedule: BMD's AnnealingLR keys, megatron-core's extras where mds wrote them.
+    const auto* lr = r.find("lr_scheduler");
+    if (!lr || lr->type() != ckpt::PyType::Dict) throw Error(where + ": no lr_scheduler state");
+    auto& s = p.lr;
+    auto f = [&](const char* k, double& dst) {
+        if (const auto* v = lr->find(k); v && (v->type() == ckpt::PyType::Float || v->type() == ckpt::PyType::Int)) dst = number(*v);
+    };
+    auto i = [&](const char* k, std::int64_t& dst) {
+        if (const auto* v = lr->find(k); v && (v->type() == ckpt::PyType::Int || v->type() == ckpt::PyType::Float))
+            dst = static_cast<std::int64_t>(number(*v));
+    };
+    s.params.max_lr = impl_->args->optimizer.lr;
+    f("max_lr", s.params.max_lr);
+    f("min_lr", s.params.min_lr);
+    f("warmup_steps", s.params.lr_warmup_steps);
+    i("decay_steps", s.params.lr_decay_steps);
+    i("num_steps", s.num_steps);
+    i("num_tokens", s.num_tokens);
+    i("warmup_tokens", s.warmup_tokens);
+    f("init_lr", s.params.init_lr);
+    f("start_wd", s.params.start_wd);
+    f("end_wd", s.params.end_wd);
+    i("wd_incr_steps", s.params.wd_incr_steps);
+    if (const auto* v = lr->find("decay_style"); v && v->type() == ckpt::PyType::Str)
+        s.params.lr_decay_style = optim::parse_lr_decay_style(v->as_str());
+    if (const auto* v = lr->find("wd_incr_style"); v && v->type() == ckpt::PyType::Str)
+        s.params.wd_incr_style = optim::parse_wd_incr_style(v->as_str());
+    if (const auto* v = lr->find("decay_tokens"); v && v->type() == ckpt::PyType::Int) s.params.lr_decay_tokens = v->as_int();
+    return p;
+}
+
+}  // namespace mds::trainer

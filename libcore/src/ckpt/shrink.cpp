@@ -86,7 +86,7 @@ ShrinkReport shrink_checkpoint(const std::string& src, const std::string& dst, c
             throw Error(to.string() + " exists; pass --overwrite to replace it");
         const fs::path tmp = fs::path(dst) / ("." + tag + ".tmp-" + std::to_string(::getpid()));
         if (!options.dry_run) {
-            fs::remove_all(tmp);
+            remove_tree(tmp.string());
             fs::create_directories(tmp);
         }
         ShrinkTag t{tag, {}, 0, 0};
@@ -120,13 +120,16 @@ ShrinkReport shrink_checkpoint(const std::string& src, const std::string& dst, c
             }
             if (!options.dry_run) {
                 sync_directory(tmp.string());
-                fs::remove_all(to);
+                remove_tree(to.string());
                 fs::rename(tmp, to);
                 sync_directory(dst);
             }
         } catch (...) {
-            std::error_code ec;
-            fs::remove_all(tmp, ec);
+            try {
+                remove_tree(tmp.string());
+            } catch (const Error&) {
+                // The copy's own error is the one to report.
+            }
             throw;
         }
         report.tags.push_back(std::move(t));

@@ -584,10 +584,13 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
     info.tag = ckpt::ds_tag(progress.iteration);
     info.directory = (root / info.tag).string();
     // Leftovers of saves that were killed: only one process writes a checkpoint folder.
+    std::vector<fs::path> stale;
     for (const auto& e : fs::directory_iterator(root)) {
         const auto name = e.path().filename().string();
-        if (name.rfind(".global_step", 0) == 0 && name.find(".tmp-") != std::string::npos) fs::remove_all(e.path());
+        if (name.rfind(".global_step", 0) == 0 && (name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos))
+            stale.push_back(e.path());
     }
+    for (const auto& p : stale) remove_tree(p.string());
     const fs::path tmp = root / ("." + info.tag + ".tmp-" + std::to_string(::getpid()));
     fs::create_directories(tmp);
     try {
@@ -602,18 +605,21 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
         if (fs::exists(final_dir)) {
             // Saving the same step again (e.g. a rerun): the old copy goes aside until the new one is in place.
             const fs::path old = root / ("." + info.tag + ".old-" + std::to_string(::getpid()));
-            fs::remove_all(old);
+            remove_tree(old.string());
             fs::rename(final_dir, old);
             fs::rename(tmp, final_dir);
-            fs::remove_all(old);
+            remove_tree(old.string());
         } else {
             fs::rename(tmp, final_dir);
         }
         sync_directory(root.string());
         ckpt::write_latest_tag(root.string(), info.tag);
     } catch (...) {
-        std::error_code ec;
-        fs::remove_all(tmp, ec);
+        try {
+            remove_tree(tmp.string());
+        } catch (const Error&) {
+            // The save's own error is the one to report.
+        }
         throw;
     }
     info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

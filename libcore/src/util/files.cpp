@@ -1,6 +1,7 @@
 #include "mds/util/files.h"
 
 #include <fcntl.h>     // open
+#include <ftw.h>       // nftw
 #include <sys/mman.h>  // mmap, munmap, madvise
 #include <sys/stat.h>  // fstat, stat
 #include <unistd.h>    // write, close, fsync, unlink, getpid
@@ -226,6 +227,23 @@ void write_file_atomic(const std::string& path, std::string_view content) {
 std::string read_file(const std::string& path) {
     MappedFile f(path);
     return std::string(reinterpret_cast<const char*>(f.data()), f.size());
+}
+
+namespace {
+int remove_entry(const char* path, const struct stat*, int type, struct FTW*) {
+    const int rc = type == FTW_DP ? ::rmdir(path) : ::unlink(path);
+    return rc != 0 && errno != ENOENT ? errno : 0;
+}
+}  // namespace
+
+void remove_tree(const std::string& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT) return;
+        throw Error(errno_message("cannot remove " + path, errno));
+    }
+    const int rc = S_ISDIR(st.st_mode) ? ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS) : ::unlink(path.c_str());
+    if (rc != 0) throw Error(errno_message("cannot remove " + path, rc > 0 ? rc : errno));
 }
 
 void sync_directory(const std::string& path) {

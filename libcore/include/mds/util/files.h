@@ -74,6 +74,10 @@ void write_file_atomic(const std::string& path, std::string_view content);
 // Reads a whole file; errors name the path.
 std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);
+// Removes a file or a directory tree (rm -rf); a missing path is not an error. Use it instead of
+// std::filesystem::remove_all in code that links LibTorch: libtorch.so exports its own
+// std::filesystem::remove_all, which crashes when it interposes on ours.
+void remove_tree(const std::string& path);
 // fsync of a directory, so that renames and new entries in it survive a crash.
 void sync_directory(const std::string& path);
 std::uint64_t file_size(const std::string& path);

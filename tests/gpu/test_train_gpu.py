@@ -2,7 +2,8 @@
 """mds-train on the GPU (label gpu; exits 77 where LibTorch sees no CUDA device): a tiny GPT trained for 8
 iterations in fp32 without dropout gives the same per-iteration lm loss on --device cuda as on --device cpu
 (to 1e-4 relative: different GEMM and attention kernels, same math), and bf16 / fp16 with ALiBi and
-activation recomputation train on the GPU with the loss falling."""
+activation recomputation train on the GPU with the loss falling; a GPU checkpoint (saved at --exit-interval)
+holds the CUDA generator state and resumes on the GPU, and on the CPU with --no-load-rng."""
 import os
 import re
 import subprocess
@@ -34,6 +35,14 @@ def train(data, device, extra=()):
     return [float(x) for x in re.findall(r"\| lm loss: (\S+) \|", r.stdout)]
 
 
+def _has_enums():
+    try:
+        import bmd_checkpoint  # noqa: F401  (stand-in megatron.enums for torch.load)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         prefix, vocab, merges = tiny_dataset.make(tmp, BIN, SOURCE, 1000)
@@ -52,6 +61,20 @@ def main():
             if len(losses) != 8 or not losses[-1] < losses[0]:
                 print(f"FAIL: {flags[0]} on cuda: the loss did not fall: {losses}")
                 return 1
+        ck = os.path.join(tmp, "ck")
+        first = train(data, "cuda", ["--bf16", "--save", ck, "--save-interval", "100", "--exit-interval", "4"])
+        import torch
+        mp = torch.load(os.path.join(ck, "global_step4", "mp_rank_00_model_states.pt"), weights_only=False,
+                        map_location="cpu") if _has_enums() else None
+        if mp is not None and mp["cuda_rng_state"].numel() != torch.cuda.get_rng_state().numel():
+            print(f"FAIL: cuda_rng_state has {mp['cuda_rng_state'].numel()} bytes")
+            return 1
+        resumed = train(data, "cuda", ["--bf16", "--load", ck])
+        on_cpu = train(data, "cpu", ["--bf16", "--load", ck, "--no-load-rng"])
+        print(f"resume: first {first}, on cuda {resumed}, on cpu {on_cpu}")
+        if len(first) != 4 or len(resumed) != 4 or len(on_cpu) != 4:
+            print("FAIL: the GPU checkpoint did not resume for iterations 5-8")
+            return 1
     print("OK")
     return 0
 

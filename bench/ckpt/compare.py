@@ -6,6 +6,7 @@ import json
 import os
 import sys
 
+import torch
 from safetensors import safe_open
 
 
@@ -31,7 +32,7 @@ def main():
     for k in sorted(a.keys() & b.keys()):
         with safe_open(a[k], "pt") as fa, safe_open(b[k], "pt") as fb:
             x, y = fa.get_tensor(k), fb.get_tensor(k)
-        if x.dtype != y.dtype or x.shape != y.shape or not x.view(-1).view(x.dtype).equal(y.view(-1)):
+        if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x, y):
             sys.exit(f"{k} differs: {x.dtype} {tuple(x.shape)} vs {y.dtype} {tuple(y.shape)}")
         n += 1
     print(f"{n} tensors equal")

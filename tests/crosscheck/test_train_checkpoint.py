@@ -14,6 +14,10 @@ random and numpy):
     loads and resumes (some kills land inside a save);
   - mds-ckpt-shrink then resume: without --no-load-optim an error says to use it; with it the validation loss
     equals the full checkpoint's, and training goes on;
+  - checkpoints written the way BigScience's Megatron-DeepSpeed saved them (bmd_checkpoint.py: Namespace args,
+    OrderedDicts, bf16, the BMD layer numbering, bf16 optimizer shards with fragment_address mappings; GPT and
+    BLOOM shapes) resume in mds-train: weights and fp32 masters come back bitwise, iteration, consumed samples
+    and tokens and the LR schedule continue where the file says;
   - --finetune starts at iteration 0 from the loaded weights; --load of a folder without `latest` starts from
     scratch; a shape mismatch and missing RNG states are errors naming the file and the flag to use.
 Exits 77 without mds-train (no LibTorch) or without torch in the venv."""
@@ -320,6 +324,51 @@ def other_loads(tmp, data, full_root):
     print("finetune, empty folder, mismatch and RNG errors OK")
 
 
+def bmd_resume(tmp, data):
+    for name, extra_shape, extra_flags in (("gpt", {}, []),
+                                           ("bloom", {"embed_layernorm": True, "alibi": True},
+                                            ["--embed-layernorm", "--position-embedding-type", "alibi"])):
+        src, out = os.path.join(tmp, "bmd-" + name), os.path.join(tmp, "bmd-" + name + "-out")
+        shape = bmd_checkpoint.ModelShape(num_layers=2, hidden=16, heads=2, ffn=64, padded_vocab=1024, seq=32, **extra_shape)
+        weights = bmd_checkpoint.make_checkpoint(src, shape, tp=1, pp=1, dp=1, iteration=10)
+        flags = ["--hidden-size", "16", "--num-attention-heads", "2", "--bf16", "--use-checkpoint-lr-scheduler", *extra_flags]
+        # Nothing left to train: load, evaluate, save global_step10 again from what was loaded.
+        r = run(data + model_flags(10, flags + ["--load", src, "--save", out, "--save-interval", "100"]))
+        if not check(r.returncode == 0, f"bmd {name}: resume failed: {r.stderr[-800:]}"):
+            continue
+        step = os.path.join(out, "global_step10")
+        for f in sorted(os.listdir(step)):
+            if not f.startswith("layer_"):
+                continue
+            idx = int(f[6:8])
+            for k, v in torch.load(os.path.join(step, f), weights_only=False).items():
+                check(torch.equal(v, weights[(idx, k)]), f"bmd {name}: {f} {k} differs from the source")
+        src_opt = torch.load(os.path.join(src, "global_step10", "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"),
+                             weights_only=False)["optimizer_state_dict"]
+        got_opt = torch.load(os.path.join(step, "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"),
+                             weights_only=False)["optimizer_state_dict"]
+
+        def per_param(osd, key):
+            out = {}
+            for g, m in enumerate(osd["param_slice_mappings"]):
+                flat = osd["single_partition_of_fp32_groups"][g] if key == "fp32" else \
+                    osd["base_optimizer_state"]["state"][g][key]
+                for n, frag in m.items():
+                    out[n] = flat[frag.start:frag.start + frag.numel]
+            return out
+        for key in ("fp32", "exp_avg", "exp_avg_sq"):
+            a, b = per_param(src_opt, key), per_param(got_opt, key)
+            check(a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a),
+                  f"bmd {name}: optimizer {key} not carried over bitwise")
+        # Two more iterations: the run continues at iteration 11 with the file's data position and schedule.
+        r = run(data + model_flags(12, flags + ["--load", src]))
+        m = re.search(r"^ iteration +11/ +12 \| consumed samples: +(\d+) \| consumed tokens: +(\d+) \|.*"
+                      r"learning rate: (\S+) \|", r.stdout, re.M)
+        check(r.returncode == 0 and m and m.groups() == ("44", str(40 * 32 + 4 * 32), "4.400E-05"),
+              f"bmd {name}: iteration 11 is {m and m.groups()}: {r.stderr[-300:]}")
+    print("BigScience-style checkpoints (GPT, BLOOM) resume: weights and optimizer bitwise, progress continued")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         prefix, vocab, merges = tiny_dataset.make(tmp, BIN, SOURCE, 1000)
@@ -335,6 +384,7 @@ def main():
             structure(fp32, bf16=False, embed_ln=False)
         if bloom:
             structure(bloom, bf16=True, embed_ln=True)
+        bmd_resume(tmp, data)
         exit_paths(tmp, data)
         if fp32:
             shrink_then_resume(tmp, data, os.path.dirname(fp32))

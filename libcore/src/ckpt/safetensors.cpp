@@ -142,8 +142,9 @@ const TensorView& SafetensorsFile::at(const std::string& name) const {
     return tensors_[it->second];
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorEntry>& tensors,
+                                const std::map<std::string, std::string>& metadata,
+                                const std::function<void(std::size_t index, AtomicOutput& out)>& write_data) {
     nlohmann::ordered_json header = nlohmann::ordered_json::object();
     if (!metadata.empty()) header["__metadata__"] = metadata;
     std::uint64_t offset = 0;
@@ -160,11 +161,22 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
     AtomicOutput out(path);
     out.write(len.data(), len.size());
     out.write(text);
-    for (const auto& t : tensors) {
-        const std::uint64_t n = checked_numel(t.shape, path) * dtype_size(t.dtype);
-        if (n) out.write(t.data, static_cast<std::size_t>(n));
-    }
+    const std::uint64_t data_start = out.bytes_written();
+    for (std::size_t i = 0; i < tensors.size(); ++i) write_data(i, out);
+    if (out.bytes_written() - data_start != offset)
+        throw Error("internal: " + path + ": tensor data of " + std::to_string(out.bytes_written() - data_start) +
+                    " bytes, the header says " + std::to_string(offset));
     out.commit();
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+    std::vector<TensorEntry> entries;
+    for (const auto& t : tensors) entries.push_back({t.name, t.dtype, t.shape});
+    write_safetensors_streamed(path, entries, metadata, [&](std::size_t i, AtomicOutput& out) {
+        const std::uint64_t n = checked_numel(tensors[i].shape, path) * dtype_size(tensors[i].dtype);
+        if (n) out.write(tensors[i].data, static_cast<std::size_t>(n));
+    });
 }
 
 }  // namespace mds::ckpt

@@ -5,12 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "mds/util/files.h"  // MappedFile
+#include "mds/util/files.h"  // MappedFile, AtomicOutput
 
 namespace mds::ckpt {
 
@@ -61,5 +62,17 @@ struct TensorToWrite {
 // the header is padded with spaces to a multiple of 8 bytes as the reference writer does.
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// The streaming form: the header is written from names, dtypes and shapes, then write_data(i, out)
+// is called once per tensor, in order, and must write exactly its numel × dtype size bytes. Peak
+// memory is what the callback holds, not the file.
+struct TensorEntry {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> shape;
+};
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorEntry>& tensors,
+                                const std::map<std::string, std::string>& metadata,
+                                const std::function<void(std::size_t index, AtomicOutput& out)>& write_data);
 
 }  // namespace mds::ckpt

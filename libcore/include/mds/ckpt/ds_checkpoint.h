@@ -1,0 +1,81 @@
+// Reading a DeepSpeed pipeline checkpoint as one model (specs/checkpoints.md §1, §4, §6.2): the tag
+// folder's layer files found on disk (first = embedding, last = final norm, the rest = blocks, in
+// order; no numbering offset is assumed), its TP and PP degrees, Megatron's args from mp_rank_00,
+// and each parameter merged over its TP shards into the global tensor, one at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mds/ckpt/pickle.h"
+#include "mds/ckpt/safetensors.h"  // DType
+#include "mds/ckpt/torch_file.h"
+
+namespace mds::ckpt {
+
+// How Megatron splits a parameter over tensor-parallel ranks, hence how shards merge.
+enum class TpRule {
+    Concat0,    // vocab- and column-parallel: word_embeddings.weight, query_key_value.*, dense_h_to_4h.*
+    Concat1,    // row-parallel weights: self_attention.dense.weight, mlp.dense_4h_to_h.weight
+    Replicated  // layer norms (incl. the embedding's and the final one), row-parallel biases, positions
+};
+TpRule tp_rule(const std::string& name);  // by the name inside its layer file
+
+// A global tensor: dtype, shape and row-major little-endian bytes.
+struct GlobalTensor {
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> shape;
+    std::vector<std::byte> data;
+};
+
+class DsCheckpoint {
+public:
+    // `path` is a checkpoint root (holding `latest`) or a global_step<N> folder; `tag` picks a tag
+    // of a root (default: the one `latest` names). Errors name the folder and what is missing.
+    explicit DsCheckpoint(const std::string& path, const std::string& tag = "");
+
+    const std::string& directory() const { return dir_; }
+    int tp() const { return tp_; }
+    int pp() const { return pp_; }
+    // On-disk layer indices, sorted: front() the embedding, back() the final norm.
+    const std::vector<int>& layers() const { return layers_; }
+    std::string layer_file(int layer, int tp_rank) const;
+    // Megatron's args (the attributes of the Namespace in mp_rank_00) and checkpoint_version.
+    const PyDict& args() const;
+    const PyValue* arg(const std::string& name) const { return args().find(name); }
+    std::int64_t int_arg(const std::string& name) const;  // an error naming it when absent
+    double checkpoint_version() const { return checkpoint_version_; }
+
+    // The TP shards of one layer, opened (mapped) together.
+    class Layer {
+    public:
+        const std::vector<std::string>& names() const { return names_; }  // in state-dict order
+        // Shape of the merged tensor, from the shards' headers only.
+        std::vector<std::int64_t> shape(const std::string& name) const;
+        DType dtype(const std::string& name) const;
+        // The merged tensor: shards concatenated by tp_rule(name); replicated shards averaged in
+        // fp32 and rounded back (identical shards give their value back bit for bit). Fused QKV
+        // rows are normalised to the [heads, 3, head_dim] layout of checkpoint_version >= 2.
+        GlobalTensor merge(const std::string& name) const;
+
+    private:
+        friend class DsCheckpoint;
+        std::vector<std::unique_ptr<TorchFile>> shards_;
+        std::vector<std::string> names_;
+        double version_ = 3.0;
+        std::int64_t heads_ = 0;
+        TorchTensor shard(std::size_t r, const std::string& name) const;
+    };
+    Layer open_layer(int layer) const;
+
+private:
+    std::string dir_;
+    int tp_ = 0, pp_ = 0;
+    std::vector<int> layers_;
+    std::unique_ptr<TorchFile> mp_rank_;
+    double checkpoint_version_ = 0;
+};
+
+}  // namespace mds::ckpt

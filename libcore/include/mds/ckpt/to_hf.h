@@ -1,0 +1,41 @@
+// mds-ckpt-to-hf: a DeepSpeed pipeline checkpoint (any TP/PP) to a Hugging Face folder, GPT2
+// (GPT2LMHeadModel) or BLOOM (BloomForCausalLM), as specs/checkpoints.md §7 says: config.json with
+// Megatron's sizes and the activation of its GeLU (gelu_fast for the default fused bias-GeLU),
+// safetensors weights (one file, or shards + model.safetensors.index.json), tokenizer files. Tensors
+// are merged over TP, renamed and laid out one at a time and streamed to disk: peak memory stays
+// near the largest single tensor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mds::ckpt {
+
+enum class HfModelType { Auto, Gpt2, Bloom };
+
+struct ToHfOptions {
+    HfModelType model_type = HfModelType::Auto;  // Auto: BLOOM for ALiBi + embedding LayerNorm, else GPT2
+    std::uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default max_shard_size "5GB"
+    std::string vocab_file, merge_file;          // GPT-2 BPE files (default: the args' when they exist)
+    std::string tokenizer_dir;                   // copied as is instead (e.g. tokenizer.json)
+    bool overwrite = false;
+    // Called after each tensor: (tensors done, total tensors, bytes done).
+    std::function<void(std::size_t, std::size_t, std::uint64_t)> progress;
+};
+
+struct ToHfReport {
+    std::string model_type;  // "gpt2" or "bloom"
+    std::string output;
+    std::size_t tensors = 0, shards = 0;
+    std::uint64_t bytes = 0;
+    std::vector<std::string> files;
+};
+
+// Converts checkpoint `path` (a root with `latest`, or a global_step folder; `tag` picks a tag of a
+// root) into folder `out`, written as `.<name>.tmp-<pid>` and renamed into place when complete.
+// Throws mds::Error naming the file and what was expected; nothing is left under `out` then.
+ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const std::string& out, const ToHfOptions& options);
+
+}  // namespace mds::ckpt

@@ -1,0 +1,264 @@
+#include "mds/ckpt/ds_checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "mds/ckpt/ds_layout.h"
+#include "mds/util/error.h"
+
+namespace mds::ckpt {
+namespace fs = std::filesystem;
+namespace {
+
+bool ends_with(const std::string& s, const char* e) {
+    const std::size_t n = std::strlen(e);
+    return s.size() >= n && s.compare(s.size() - n, n, e) == 0;
+}
+
+float half_to_float(std::uint16_t h) {
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+    std::uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else {  // subnormal: normalise
+        exp = 113;
+        while (!(man & 0x400u)) {
+            man <<= 1;
+            --exp;
+        }
+        bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+std::uint16_t float_to_half(float f) {  // round to nearest even
+    std::uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+    const std::uint32_t abs = x & 0x7fffffffu;
+    if (abs >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+    if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow to inf
+    if (abs < 0x38800000u) {  // subnormal or zero
+        const float scaled = std::abs(f) * 16777216.0f;  // 2^24: units of the smallest subnormal
+        std::uint32_t m = static_cast<std::uint32_t>(scaled);
+        const float rest = scaled - static_cast<float>(m);
+        if (rest > 0.5f || (rest == 0.5f && (m & 1u))) ++m;
+        return static_cast<std::uint16_t>(sign | m);
+    }
+    const std::uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+    return static_cast<std::uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+float load(DType t, const std::byte* p) {
+    if (t == DType::F32) {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+    }
+    std::uint16_t h;
+    std::memcpy(&h, p, 2);
+    if (t == DType::F16) return half_to_float(h);
+    const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+void store(DType t, float f, std::byte* p) {
+    if (t == DType::F32) {
+        std::memcpy(p, &f, 4);
+        return;
+    }
+    std::uint16_t h;
+    if (t == DType::F16) {
+        h = float_to_half(f);
+    } else {
+        std::uint32_t x;
+        std::memcpy(&x, &f, 4);
+        h = (x & 0x7fffffffu) > 0x7f800000u ? static_cast<std::uint16_t>((x >> 16) | 0x40u)
+                                           : static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+    }
+    std::memcpy(p, &h, 2);
+}
+
+// Per-partition fused QKV rows to the [np, 3, d] order: version 0 stores [3, np, d], 1.0 [np, d, 3].
+std::vector<std::byte> normalise_qkv(std::vector<std::byte> rows, std::int64_t np, std::int64_t row_bytes, double version) {
+    if (version >= 2.0) return rows;
+    const std::int64_t total = static_cast<std::int64_t>(rows.size()) / row_bytes;
+    const std::int64_t d = total / (3 * np);
+    std::vector<std::byte> out(rows.size());
+    for (std::int64_t head = 0; head < np; ++head)
+        for (std::int64_t c = 0; c < 3; ++c)
+            for (std::int64_t e = 0; e < d; ++e) {
+                const std::int64_t src = version < 1.0 ? (c * np + head) * d + e : (head * d + e) * 3 + c;
+                const std::int64_t dst = (head * 3 + c) * d + e;
+                std::memcpy(out.data() + dst * row_bytes, rows.data() + src * row_bytes, static_cast<std::size_t>(row_bytes));
+            }
+    return out;
+}
+
+}  // namespace
+
+TpRule tp_rule(const std::string& name) {
+    if (name == "word_embeddings.weight" || name.find("query_key_value.") != std::string::npos ||
+        name.find("dense_h_to_4h.") != std::string::npos)
+        return TpRule::Concat0;
+    if (ends_with(name, "self_attention.dense.weight") || ends_with(name, "mlp.dense_4h_to_h.weight")) return TpRule::Concat1;
+    return TpRule::Replicated;
+}
+
+DsCheckpoint::DsCheckpoint(const std::string& path, const std::string& tag) {
+    if (!fs::is_directory(path)) throw Error(path + ": no such checkpoint folder");
+    fs::path dir = path;
+    if (!tag.empty()) {
+        dir /= tag;
+    } else if (const auto latest = read_latest_tag(path)) {
+        dir /= *latest;
+    } else if (!parse_ds_tag(dir.filename().string()) && !fs::exists(dir / ds_mp_rank_file(0))) {
+        throw Error(path + ": neither a checkpoint root with a `latest` file nor a global_step folder");
+    }
+    dir_ = dir.string();
+    if (!fs::is_directory(dir)) throw Error(dir_ + ": no such checkpoint tag folder");
+    std::vector<std::pair<int, int>> files;
+    int mp_files = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        const auto name = e.path().filename().string();
+        if (const auto l = parse_ds_layer_file(name)) files.emplace_back(l->layer, l->tp_rank);
+        else if (parse_ds_mp_rank_file(name)) ++mp_files;
+    }
+    if (files.empty()) throw Error(dir_ + ": no layer_*-model_*-model_states.pt files (not a DeepSpeed pipeline checkpoint?)");
+    std::sort(files.begin(), files.end());
+    for (const auto& [layer, rank] : files)
+        if (layers_.empty() || layers_.back() != layer) layers_.push_back(layer);
+    tp_ = static_cast<int>(std::count_if(files.begin(), files.end(), [&](const auto& f) { return f.first == layers_.front(); }));
+    for (int layer : layers_)
+        for (int r = 0; r < tp_; ++r)
+            if (!std::binary_search(files.begin(), files.end(), std::make_pair(layer, r)))
+                throw Error(dir_ + ": " + ds_layer_file(layer, r) + " is missing (" + std::to_string(tp_) +
+                            " tensor-parallel shards per layer)");
+    if (files.size() != layers_.size() * static_cast<std::size_t>(tp_))
+        throw Error(dir_ + ": layers have different numbers of tensor-parallel shards");
+    if (layers_.size() < 3) throw Error(dir_ + ": " + std::to_string(layers_.size()) + " layer indices; expected embedding, blocks and final norm");
+    if (mp_files == 0 || mp_files % tp_ != 0)
+        throw Error(dir_ + ": " + std::to_string(mp_files) + " mp_rank_*_model_states.pt files for " + std::to_string(tp_) +
+                    " tensor-parallel shards");
+    pp_ = mp_files / tp_;
+    mp_rank_ = std::make_unique<TorchFile>((dir / ds_mp_rank_file(0)).string());
+    const auto& root = mp_rank_->root();
+    if (root.type() != PyType::Dict) throw Error(mp_rank_->path() + ": expected a dict at the top");
+    const auto* a = root.find("args");
+    if (!a || !a->is_object("argparse", "Namespace")) throw Error(mp_rank_->path() + ": no Megatron args (argparse.Namespace)");
+    const auto* v = root.find("checkpoint_version");
+    checkpoint_version_ = !v ? 0.0 : v->type() == PyType::Float ? v->as_float() : static_cast<double>(v->as_int());
+}
+
+const PyDict& DsCheckpoint::args() const { return mp_rank_->root().get("args").namespace_attributes(); }
+
+std::int64_t DsCheckpoint::int_arg(const std::string& name) const {
+    const auto* v = arg(name);
+    if (!v || v->type() != PyType::Int) throw Error(mp_rank_->path() + ": args." + name + " is missing or not an int");
+    return v->as_int();
+}
+
+std::string DsCheckpoint::layer_file(int layer, int tp_rank) const { return (fs::path(dir_) / ds_layer_file(layer, tp_rank)).string(); }
+
+DsCheckpoint::Layer DsCheckpoint::open_layer(int layer) const {
+    Layer l;
+    l.version_ = checkpoint_version_;
+    l.heads_ = int_arg("num_attention_heads");
+    for (int r = 0; r < tp_; ++r) {
+        l.shards_.push_back(std::make_unique<TorchFile>(layer_file(layer, r)));
+        const auto& items = l.shards_.back()->root().ordered_dict_items();
+        std::vector<std::string> names;
+        for (const auto& [k, v] : items.items()) names.push_back(k.as_str());
+        if (r == 0) l.names_ = names;
+        else if (names != l.names_)
+            throw Error(l.shards_.back()->path() + ": other tensor names than " + l.shards_[0]->path());
+    }
+    return l;
+}
+
+TorchTensor DsCheckpoint::Layer::shard(std::size_t r, const std::string& name) const {
+    const auto* v = shards_[r]->root().ordered_dict_items().find(name);
+    if (!v) throw Error(shards_[r]->path() + ": no tensor " + name);
+    return shards_[r]->tensor(*v, name);
+}
+
+DType DsCheckpoint::Layer::dtype(const std::string& name) const { return shard(0, name).dtype; }
+
+std::vector<std::int64_t> DsCheckpoint::Layer::shape(const std::string& name) const {
+    auto s = shard(0, name).shape;
+    const auto rule = tp_rule(name);
+    if (rule == TpRule::Replicated) return s;
+    const std::size_t dim = rule == TpRule::Concat0 ? 0 : 1;
+    if (s.size() <= dim) throw Error(shards_[0]->path() + ": " + name + " has too few dimensions to be split over TP");
+    s[dim] = 0;
+    for (std::size_t r = 0; r < shards_.size(); ++r) s[dim] += shard(r, name).shape[dim];
+    return s;
+}
+
+GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
+    GlobalTensor g;
+    const auto first = shard(0, name);
+    g.dtype = first.dtype;
+    g.shape = shape(name);
+    const std::size_t esize = dtype_size(g.dtype);
+    const auto rule = tp_rule(name);
+    const std::size_t t = shards_.size();
+    std::int64_t numel = 1;
+    for (auto d : g.shape) numel *= d;
+    g.data.resize(static_cast<std::size_t>(numel) * esize);
+    for (std::size_t r = 0; r < t; ++r) {
+        const auto s = shard(r, name);
+        if (s.dtype != g.dtype) throw Error(shards_[r]->path() + ": " + name + " has another dtype than in shard 0");
+        const bool concat = rule != TpRule::Replicated;
+        if (!concat && s.shape != g.shape) throw Error(shards_[r]->path() + ": " + name + " has another shape than in shard 0");
+        if (concat && s.shape.size() != g.shape.size()) throw Error(shards_[r]->path() + ": " + name + " has another rank than in shard 0");
+    }
+    if (rule == TpRule::Replicated) {
+        if (t == 1) {
+            g.data = first.gather();
+            return g;
+        }
+        if (g.dtype != DType::F32 && g.dtype != DType::F16 && g.dtype != DType::BF16)
+            throw Error(shards_[0]->path() + ": " + name + ": averaging replicated shards needs a float dtype");
+        std::vector<float> sum(static_cast<std::size_t>(numel), 0.0f);
+        for (std::size_t r = 0; r < t; ++r) {
+            const auto bytes = shard(r, name).gather();
+            for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += load(g.dtype, bytes.data() + i * esize);
+        }
+        for (std::size_t i = 0; i < sum.size(); ++i) store(g.dtype, sum[i] / static_cast<float>(t), g.data.data() + i * esize);
+        return g;
+    }
+    // Concatenation: dim 0 appends whole row blocks; dim 1 interleaves each row's pieces.
+    const bool qkv = name.find("query_key_value.") != std::string::npos;
+    std::int64_t rows = g.shape[0], row_bytes = static_cast<std::int64_t>(esize);
+    for (std::size_t d = 1; d < g.shape.size(); ++d) row_bytes *= g.shape[d];
+    std::int64_t offset0 = 0, offset1 = 0;
+    for (std::size_t r = 0; r < t; ++r) {
+        const auto s = shard(r, name);
+        auto bytes = s.gather();
+        if (rule == TpRule::Concat0) {
+            if (qkv) bytes = normalise_qkv(std::move(bytes), heads_ / static_cast<std::int64_t>(t), row_bytes, version_);
+            std::memcpy(g.data.data() + offset0, bytes.data(), bytes.size());
+            offset0 += static_cast<std::int64_t>(bytes.size());
+        } else {
+            std::int64_t inner = static_cast<std::int64_t>(esize);
+            for (std::size_t d = 2; d < s.shape.size(); ++d) inner *= s.shape[d];
+            const std::int64_t piece = s.shape[1] * inner;
+            for (std::int64_t i = 0; i < rows; ++i)
+                std::memcpy(g.data.data() + i * row_bytes + offset1, bytes.data() + i * piece, static_cast<std::size_t>(piece));
+            offset1 += piece;
+        }
+    }
+    return g;
+}
+
+}  // namespace mds::ckpt

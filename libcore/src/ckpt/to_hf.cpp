@@ -1,0 +1,387 @@
+#include "mds/ckpt/to_hf.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unistd.h>
+
+#include "mds/ckpt/ds_checkpoint.h"
+#include "mds/ckpt/ds_layout.h"
+#include "mds/ckpt/safetensors.h"
+#include "mds/util/error.h"
+#include "mds/util/files.h"
+
+namespace mds::ckpt {
+namespace fs = std::filesystem;
+namespace {
+
+enum class Transform { None, Transpose, QkvReorder, QkvReorderTranspose };
+
+struct Entry {
+    std::string hf_name;
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> shape;  // the output shape
+    int layer = 0;                    // on-disk layer index
+    std::string name;                 // inside the layer file
+    Transform transform = Transform::None;
+    std::uint64_t bytes() const {
+        std::uint64_t n = dtype_size(dtype);
+        for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+        return n;
+    }
+};
+
+std::vector<std::byte> transpose(const std::vector<std::byte>& in, std::int64_t rows, std::int64_t cols, std::size_t esize) {
+    std::vector<std::byte> out(in.size());
+    constexpr std::int64_t kBlock = 64;  // cache blocking
+    for (std::int64_t i0 = 0; i0 < rows; i0 += kBlock)
+        for (std::int64_t j0 = 0; j0 < cols; j0 += kBlock)
+            for (std::int64_t i = i0; i < std::min(rows, i0 + kBlock); ++i)
+                for (std::int64_t j = j0; j < std::min(cols, j0 + kBlock); ++j)
+                    std::memcpy(out.data() + static_cast<std::size_t>(j * rows + i) * esize,
+                                in.data() + static_cast<std::size_t>(i * cols + j) * esize, esize);
+    return out;
+}
+
+// Megatron's fused QKV rows [n, 3, d] to GPT2's [3, n, d].
+std::vector<std::byte> qkv_to_gpt2(const std::vector<std::byte>& in, std::int64_t n, std::int64_t d, std::size_t row_bytes) {
+    std::vector<std::byte> out(in.size());
+    for (std::int64_t head = 0; head < n; ++head)
+        for (std::int64_t c = 0; c < 3; ++c)
+            for (std::int64_t e = 0; e < d; ++e)
+                std::memcpy(out.data() + static_cast<std::size_t>((c * n + head) * d + e) * row_bytes,
+                            in.data() + static_cast<std::size_t>((head * 3 + c) * d + e) * row_bytes, row_bytes);
+    return out;
+}
+
+const char* torch_dtype_name(DType t) {
+    switch (t) {
+    case DType::BF16: return "bfloat16";
+    case DType::F16: return "float16";
+    case DType::F32: return "float32";
+    default: return "float32";
+    }
+}
+
+double float_arg(const DsCheckpoint& ck, const char* name, double fallback) {
+    const auto* v = ck.arg(name);
+    if (!v) return fallback;
+    if (v->type() == PyType::Float) return v->as_float();
+    if (v->type() == PyType::Int) return static_cast<double>(v->as_int());
+    return fallback;
+}
+
+bool bool_arg(const DsCheckpoint& ck, const char* name, bool fallback) {
+    const auto* v = ck.arg(name);
+    return v && v->type() == PyType::Bool ? v->as_bool() : fallback;
+}
+
+// "absolute", "alibi" or "rotary": BMD pickles megatron.enums.PositionEmbeddingType(n).
+std::string position_embedding_type(const DsCheckpoint& ck) {
+    const auto* v = ck.arg("position_embedding_type");
+    if (!v || v->is_none()) return "absolute";
+    if (v->type() == PyType::Str) return v->as_str();
+    if (v->type() == PyType::Object && v->as_object().args.type() == PyType::Tuple && !v->as_object().args.as_tuple().empty()) {
+        const auto& a = v->as_object().args.as_tuple()[0];
+        if (a.type() == PyType::Int) return a.as_int() == 1 ? "rotary" : a.as_int() == 3 ? "alibi" : "absolute";
+    }
+    throw Error(ck.directory() + ": cannot read args.position_embedding_type " + v->repr(80));
+}
+
+std::string gpt2_block_name(const std::string& name, Transform& tr) {
+    static const std::map<std::string, std::pair<std::string, Transform>> kMap = {
+        {"input_layernorm.weight", {"ln_1.weight", Transform::None}},
+        {"input_layernorm.bias", {"ln_1.bias", Transform::None}},
+        {"self_attention.query_key_value.weight", {"attn.c_attn.weight", Transform::QkvReorderTranspose}},
+        {"self_attention.query_key_value.bias", {"attn.c_attn.bias", Transform::QkvReorder}},
+        {"self_attention.dense.weight", {"attn.c_proj.weight", Transform::Transpose}},
+        {"self_attention.dense.bias", {"attn.c_proj.bias", Transform::None}},
+        {"post_attention_layernorm.weight", {"ln_2.weight", Transform::None}},
+        {"post_attention_layernorm.bias", {"ln_2.bias", Transform::None}},
+        {"mlp.dense_h_to_4h.weight", {"mlp.c_fc.weight", Transform::Transpose}},
+        {"mlp.dense_h_to_4h.bias", {"mlp.c_fc.bias", Transform::None}},
+        {"mlp.dense_4h_to_h.weight", {"mlp.c_proj.weight", Transform::Transpose}},
+        {"mlp.dense_4h_to_h.bias", {"mlp.c_proj.bias", Transform::None}},
+    };
+    const auto it = kMap.find(name);
+    if (it == kMap.end()) return "";
+    tr = it->second.second;
+    return it->second.first;
+}
+
+bool bloom_block_key(const std::string& name) {
+    static const char* kKeys[] = {"input_layernorm.weight", "input_layernorm.bias", "self_attention.query_key_value.weight",
+                                  "self_attention.query_key_value.bias", "self_attention.dense.weight",
+                                  "self_attention.dense.bias", "post_attention_layernorm.weight", "post_attention_layernorm.bias",
+                                  "mlp.dense_h_to_4h.weight", "mlp.dense_h_to_4h.bias", "mlp.dense_4h_to_h.weight",
+                                  "mlp.dense_4h_to_h.bias"};
+    for (const char* k : kKeys)
+        if (name == k) return true;
+    return false;
+}
+
+void copy_file(const std::string& from, const std::string& to) {
+    AtomicOutput out(to);
+    out.append_file(from);
+    out.commit();
+}
+
+}  // namespace
+
+ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const std::string& out, const ToHfOptions& options) {
+    const DsCheckpoint ck(path, tag);
+    const std::string where = ck.directory();
+    const std::int64_t L = ck.int_arg("num_layers"), h = ck.int_arg("hidden_size"), n = ck.int_arg("num_attention_heads");
+    const std::int64_t V = ck.int_arg("padded_vocab_size");
+    const std::int64_t f = ck.arg("ffn_hidden_size") && ck.arg("ffn_hidden_size")->type() == PyType::Int ? ck.int_arg("ffn_hidden_size") : 4 * h;
+    const std::int64_t S = ck.arg("max_position_embeddings") && ck.arg("max_position_embeddings")->type() == PyType::Int
+                               ? ck.int_arg("max_position_embeddings")
+                               : ck.int_arg("seq_length");
+    const auto& layers = ck.layers();
+    if (static_cast<std::int64_t>(layers.size()) != L + 2) {
+        std::string present, gap;
+        for (std::size_t i = 0; i < layers.size(); ++i) {
+            present += (i ? ", " : "") + std::to_string(layers[i]);
+            // Blocks are numbered consecutively: a hole between two of them is a missing file.
+            if (gap.empty() && i >= 2 && i + 1 < layers.size() && layers[i] - layers[i - 1] > 1)
+                gap = "; " + ds_layer_file(layers[i - 1] + 1, 0) + " looks missing";
+        }
+        throw Error(where + ": layer files for indices " + present + " (" + std::to_string(layers.size()) + "), args.num_layers " +
+                    std::to_string(L) + " needs " + std::to_string(L + 2) + " (embedding, blocks, final norm)" + gap);
+    }
+    if (h % n != 0) throw Error(where + ": hidden_size " + std::to_string(h) + " is not a multiple of num_attention_heads");
+    if (const auto* glu = ck.arg("glu_activation"); glu && !glu->is_none())
+        throw Error(where + ": GLU models (args.glu_activation) have no GPT2 or BLOOM equivalent");
+    const std::string pos = position_embedding_type(ck);
+    const bool embed_ln = bool_arg(ck, "embed_layernorm", false);
+
+    HfModelType type = options.model_type;
+    if (type == HfModelType::Auto) type = pos == "alibi" ? HfModelType::Bloom : HfModelType::Gpt2;
+    const bool bloom = type == HfModelType::Bloom;
+    if (bloom && (pos != "alibi" || !embed_ln || f != 4 * h))
+        throw Error(where + ": BLOOM needs ALiBi, the embedding LayerNorm and ffn_hidden_size = 4 × hidden_size (position "
+                    "embeddings: " + pos + ", embed_layernorm " + (embed_ln ? "on" : "off") + ", ffn " + std::to_string(f) + ")");
+    if (!bloom && (pos != "absolute" || embed_ln))
+        throw Error(where + ": GPT2 needs absolute position embeddings and no embedding LayerNorm (position embeddings: " + pos +
+                    ", embed_layernorm " + (embed_ln ? "on" : "off") + "); try --model-type bloom");
+
+    // The tensors to write, in order, with their output shapes (from the shards' headers).
+    std::vector<Entry> entries;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const auto layer = ck.open_layer(layers[i]);
+        for (const auto& name : layer.names()) {
+            Entry e;
+            e.layer = layers[i];
+            e.name = name;
+            e.dtype = layer.dtype(name);
+            e.shape = layer.shape(name);
+            if (i == 0) {
+                if (name == "word_embeddings.weight") e.hf_name = bloom ? "transformer.word_embeddings.weight" : "transformer.wte.weight";
+                else if (bloom && name == "word_embeddings.norm.weight") e.hf_name = "transformer.word_embeddings_layernorm.weight";
+                else if (bloom && name == "word_embeddings.norm.bias") e.hf_name = "transformer.word_embeddings_layernorm.bias";
+                else if (!bloom && name == "position_embeddings.weight") e.hf_name = "transformer.wpe.weight";
+            } else if (i + 1 == layers.size()) {
+                if (name == "weight" || name == "bias") e.hf_name = "transformer.ln_f." + name;
+            } else {
+                const std::string prefix = "transformer.h." + std::to_string(i - 1) + ".";
+                if (bloom) {
+                    if (bloom_block_key(name)) e.hf_name = prefix + name;
+                } else {
+                    const auto hf = gpt2_block_name(name, e.transform);
+                    if (!hf.empty()) e.hf_name = prefix + hf;
+                }
+            }
+            if (e.hf_name.empty())
+                throw Error(ck.layer_file(layers[i], 0) + ": tensor " + name + " has no place in a " + (bloom ? "BLOOM" : "GPT2") + " model");
+            if (e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose) {
+                if (e.shape.size() != 2) throw Error(ck.layer_file(layers[i], 0) + ": " + name + " is not a matrix");
+                std::swap(e.shape[0], e.shape[1]);
+            }
+            entries.push_back(std::move(e));
+        }
+    }
+    if (entries.empty()) throw Error(where + ": no tensors");
+    const DType dtype = entries.front().dtype;
+
+    // Shards of at most max_shard_bytes (a larger tensor gets a shard of its own).
+    std::vector<std::vector<std::size_t>> shards(1);
+    std::uint64_t in_shard = 0, total = 0;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        const auto b = entries[i].bytes();
+        if (!shards.back().empty() && in_shard + b > options.max_shard_bytes) {
+            shards.emplace_back();
+            in_shard = 0;
+        }
+        shards.back().push_back(i);
+        in_shard += b;
+        total += b;
+    }
+
+    const fs::path final_dir = out;
+    if (fs::exists(final_dir) && !options.overwrite) throw Error(out + " exists; pass --overwrite to replace it");
+    const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
+    fs::create_directories(parent);
+    const fs::path tmp = parent / ("." + final_dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
+    remove_tree(tmp.string());
+    fs::create_directories(tmp);
+    ToHfReport report;
+    report.model_type = bloom ? "bloom" : "gpt2";
+    report.output = out;
+    report.tensors = entries.size();
+    report.shards = shards.size();
+    report.bytes = total;
+    try {
+        nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", nlohmann::ordered_json::object()}};
+        std::optional<DsCheckpoint::Layer> open;
+        int open_index = -1;
+        std::size_t done = 0;
+        std::uint64_t bytes_done = 0;
+        const std::int64_t d = h / n;
+        for (std::size_t s = 0; s < shards.size(); ++s) {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+            const std::string file = shards.size() == 1 ? "model.safetensors" : buf;
+            std::vector<TensorEntry> te;
+            for (auto i : shards[s]) {
+                te.push_back({entries[i].hf_name, entries[i].dtype, entries[i].shape});
+                index["weight_map"][entries[i].hf_name] = file;
+            }
+            write_safetensors_streamed((tmp / file).string(), te, {{"format", "pt"}}, [&](std::size_t k, AtomicOutput& o) {
+                const auto& e = entries[shards[s][k]];
+                if (open_index != e.layer) {
+                    open.reset();
+                    open.emplace(ck.open_layer(e.layer));
+                    open_index = e.layer;
+                }
+                auto g = open->merge(e.name);
+                const std::size_t esize = dtype_size(g.dtype);
+                if (e.transform == Transform::QkvReorder || e.transform == Transform::QkvReorderTranspose) {
+                    if (g.shape[0] != 3 * n * d) throw Error(ck.layer_file(e.layer, 0) + ": " + e.name + " does not have 3 × hidden rows");
+                    std::size_t row = esize;
+                    for (std::size_t j = 1; j < g.shape.size(); ++j) row *= static_cast<std::size_t>(g.shape[j]);
+                    g.data = qkv_to_gpt2(g.data, n, d, row);
+                }
+                if (e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose)
+                    g.data = transpose(g.data, g.shape[0], g.shape[1], esize);
+                o.write(g.data.data(), g.data.size());
+                bytes_done += g.data.size();
+                if (options.progress) options.progress(++done, entries.size(), bytes_done);
+            });
+            report.files.push_back(file);
+        }
+        if (shards.size() > 1) {
+            write_file_atomic((tmp / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+            report.files.push_back("model.safetensors.index.json");
+        }
+
+        // config.json
+        const double eps = float_arg(ck, "layernorm_epsilon", 1e-5);
+        nlohmann::ordered_json config;
+        if (bloom) {
+            config = {{"architectures", {"BloomForCausalLM"}},
+                      {"model_type", "bloom"},
+                      {"vocab_size", V},
+                      {"hidden_size", h},
+                      {"n_layer", L},
+                      {"n_head", n},
+                      {"layer_norm_epsilon", eps},
+                      {"initializer_range", float_arg(ck, "init_method_std", 0.02)},
+                      {"hidden_dropout", float_arg(ck, "hidden_dropout", 0.0)},
+                      {"attention_dropout", float_arg(ck, "attention_dropout", 0.0)},
+                      {"apply_residual_connection_post_layernorm", false},
+                      {"pretraining_tp", ck.tp()},
+                      {"slow_but_exact", false},
+                      {"bos_token_id", 1},
+                      {"eos_token_id", 2},
+                      {"use_cache", true},
+                      {"torch_dtype", torch_dtype_name(dtype)}};
+        } else {
+            // Megatron's default fused bias-GeLU is the tanh approximation = transformers' gelu_fast.
+            const char* act = bool_arg(ck, "bias_gelu_fusion", true) ? "gelu_fast" : bool_arg(ck, "openai_gelu", false) ? "gelu_new" : "gelu";
+            config = {{"architectures", {"GPT2LMHeadModel"}},
+                      {"model_type", "gpt2"},
+                      {"vocab_size", V},
+                      {"n_positions", S},
+                      {"n_embd", h},
+                      {"n_layer", L},
+                      {"n_head", n},
+                      {"n_inner", f},
+                      {"activation_function", act},
+                      {"layer_norm_epsilon", eps},
+                      {"initializer_range", float_arg(ck, "init_method_std", 0.02)},
+                      {"resid_pdrop", float_arg(ck, "hidden_dropout", 0.1)},
+                      {"embd_pdrop", float_arg(ck, "hidden_dropout", 0.1)},
+                      {"attn_pdrop", float_arg(ck, "attention_dropout", 0.1)},
+                      {"scale_attn_weights", true},
+                      {"bos_token_id", nullptr},
+                      {"eos_token_id", nullptr},
+                      {"tie_word_embeddings", true},
+                      {"use_cache", true},
+                      {"torch_dtype", torch_dtype_name(dtype)}};
+        }
+        write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n");
+        report.files.push_back("config.json");
+
+        // Tokenizer: a folder copied as is, or GPT-2 BPE files.
+        if (!options.tokenizer_dir.empty()) {
+            if (!fs::is_directory(options.tokenizer_dir)) throw Error("--tokenizer-dir " + options.tokenizer_dir + ": no such folder");
+            for (const auto& e : fs::directory_iterator(options.tokenizer_dir))
+                if (e.is_regular_file()) {
+                    copy_file(e.path().string(), (tmp / e.path().filename()).string());
+                    report.files.push_back(e.path().filename().string());
+                }
+        } else {
+            auto from_args = [&](const std::string& given, const char* key) -> std::string {
+                if (!given.empty()) {
+                    if (!fs::is_regular_file(given)) throw Error(given + ": no such tokenizer file");
+                    return given;
+                }
+                const auto* v = ck.arg(key);
+                return v && v->type() == PyType::Str && fs::is_regular_file(v->as_str()) ? v->as_str() : "";
+            };
+            const std::string vocab = from_args(options.vocab_file, "vocab_file");
+            const std::string merges = from_args(options.merge_file, "merge_file");
+            if (!vocab.empty() && !merges.empty()) {
+                copy_file(vocab, (tmp / "vocab.json").string());
+                copy_file(merges, (tmp / "merges.txt").string());
+                std::string special = "<|endoftext|>";
+                try {
+                    const auto j = nlohmann::json::parse(read_file(vocab));
+                    if (!j.contains(special)) special.clear();
+                    else if (!bloom && j[special].is_number_integer()) {
+                        config["bos_token_id"] = config["eos_token_id"] = j[special].get<std::int64_t>();
+                        write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n");
+                    }
+                } catch (const nlohmann::json::exception& ex) {
+                    throw Error(vocab + ": not a JSON vocabulary: " + ex.what());
+                }
+                nlohmann::ordered_json tc = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", S}, {"add_prefix_space", false}};
+                nlohmann::ordered_json sm = nlohmann::ordered_json::object();
+                if (!special.empty())
+                    for (const char* k : {"bos_token", "eos_token", "unk_token"}) tc[k] = sm[k] = special;
+                write_file_atomic((tmp / "tokenizer_config.json").string(), tc.dump(2) + "\n");
+                write_file_atomic((tmp / "special_tokens_map.json").string(), sm.dump(2) + "\n");
+                for (const char* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"})
+                    report.files.push_back(name);
+            }
+        }
+        sync_directory(tmp.string());
+        if (fs::exists(final_dir)) remove_tree(final_dir.string());
+        fs::rename(tmp, final_dir);
+        sync_directory(parent.string());
+    } catch (...) {
+        try {
+            remove_tree(tmp.string());
+        } catch (const Error&) {
+            // The conversion's own error is the one to report.
+        }
+        throw;
+    }
+    return report;
+}
+
+}  // namespace mds::ckpt

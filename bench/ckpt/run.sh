@@ -27,7 +27,7 @@ if [[ ! -f $src/latest ]]; then
   $py bench/ckpt/make_checkpoint.py "$src" >&2
 fi
 tag=$src/$(cat "$src/latest")
-largest=$($py -c "import sys; sys.path.insert(0, 'bench/ckpt'); import make_checkpoint as m; s = m.SHAPE; print(s.padded_vocab * s.hidden * 2)")
+largest=$($py -c "import sys; sys.path.insert(0, 'bench/ckpt'); import make_checkpoint as m; s = m.SHAPE; print(s.padded_vocab * s.hidden * 2)" 2>/dev/null | tail -1)
 cat "$tag"/* > /dev/null  # warm the page cache for both sides
 
 measure() {  # name, command...: one line "name seconds max_rss_kb"

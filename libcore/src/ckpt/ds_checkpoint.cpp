@@ -224,7 +224,8 @@ GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
     }
     if (rule == TpRule::Replicated) {
         if (t == 1) {
-            g.data = first.gather();
+            if (first.contiguous()) g.data.assign(first.bytes().begin(), first.bytes().end());
+            else g.data = first.gather();
             return g;
         }
         if (g.dtype != DType::F32 && g.dtype != DType::F16 && g.dtype != DType::BF16)
@@ -244,9 +245,17 @@ GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
     std::int64_t offset0 = 0, offset1 = 0;
     for (std::size_t r = 0; r < t; ++r) {
         const auto s = shard(r, name);
-        auto bytes = s.gather();
+        // Contiguous shards (all that DeepSpeed saves) are read straight from the mapped file.
+        std::vector<std::byte> copy;
+        std::span<const std::byte> bytes;
+        if (s.contiguous() && !(qkv && version_ < 2.0)) {
+            bytes = s.bytes();
+        } else {
+            copy = s.gather();
+            if (qkv) copy = normalise_qkv(std::move(copy), heads_ / static_cast<std::int64_t>(t), row_bytes, version_);
+            bytes = copy;
+        }
         if (rule == TpRule::Concat0) {
-            if (qkv) bytes = normalise_qkv(std::move(bytes), heads_ / static_cast<std::int64_t>(t), row_bytes, version_);
             std::memcpy(g.data.data() + offset0, bytes.data(), bytes.size());
             offset0 += static_cast<std::int64_t>(bytes.size());
         } else {

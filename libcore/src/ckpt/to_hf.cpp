@@ -35,15 +35,27 @@ struct Entry {
     }
 };
 
-std::vector<std::byte> transpose(const std::vector<std::byte>& in, std::int64_t rows, std::int64_t cols, std::size_t esize) {
-    std::vector<std::byte> out(in.size());
+template <class T>
+void transpose_typed(const std::byte* in, std::byte* out, std::int64_t rows, std::int64_t cols) {
+    const T* src = reinterpret_cast<const T*>(in);
+    T* dst = reinterpret_cast<T*>(out);
     constexpr std::int64_t kBlock = 64;  // cache blocking
     for (std::int64_t i0 = 0; i0 < rows; i0 += kBlock)
-        for (std::int64_t j0 = 0; j0 < cols; j0 += kBlock)
-            for (std::int64_t i = i0; i < std::min(rows, i0 + kBlock); ++i)
-                for (std::int64_t j = j0; j < std::min(cols, j0 + kBlock); ++j)
-                    std::memcpy(out.data() + static_cast<std::size_t>(j * rows + i) * esize,
-                                in.data() + static_cast<std::size_t>(i * cols + j) * esize, esize);
+        for (std::int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+            const std::int64_t i1 = std::min(rows, i0 + kBlock), j1 = std::min(cols, j0 + kBlock);
+            for (std::int64_t i = i0; i < i1; ++i)
+                for (std::int64_t j = j0; j < j1; ++j) dst[j * rows + i] = src[i * cols + j];
+        }
+}
+
+std::vector<std::byte> transpose(const std::vector<std::byte>& in, std::int64_t rows, std::int64_t cols, std::size_t esize) {
+    std::vector<std::byte> out(in.size());
+    switch (esize) {
+    case 2: transpose_typed<std::uint16_t>(in.data(), out.data(), rows, cols); break;
+    case 4: transpose_typed<std::uint32_t>(in.data(), out.data(), rows, cols); break;
+    case 8: transpose_typed<std::uint64_t>(in.data(), out.data(), rows, cols); break;
+    default: transpose_typed<std::uint8_t>(in.data(), out.data(), rows, cols); break;
+    }
     return out;
 }
 

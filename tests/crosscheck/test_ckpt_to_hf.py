@@ -165,6 +165,14 @@ def drifted_replicas(tmp):
         want = ((a.float() + sd["input_layernorm.weight"].float()) / 2).to(torch.bfloat16)
         check(torch.equal(got, want) and not torch.equal(got, a), "drifted TP replicas are not averaged in fp32")
         print("drifted TP replicas: averaged in fp32")
+    # A shard whose row-parallel weight has the wrong number of rows: an error, not a read past its end.
+    sd2 = torch.load(f, weights_only=False)
+    w = sd2["self_attention.dense.weight"]
+    sd2["self_attention.dense.weight"] = torch.zeros(w.shape[0] + 3, w.shape[1], dtype=w.dtype)
+    torch.save(sd2, f)
+    r = convert(root, os.path.join(tmp, "drift-bad-hf"))
+    check(r.returncode != 0 and "layer_03-model_01" in r.stderr and "self_attention.dense.weight" in r.stderr,
+          f"mismatched TP shard shapes: {r.returncode} {r.stderr[-300:]}")
 
 
 def batch_and_errors(tmp):

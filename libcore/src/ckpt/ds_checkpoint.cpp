@@ -220,7 +220,14 @@ GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
         if (s.dtype != g.dtype) throw Error(shards_[r]->path() + ": " + name + " has another dtype than in shard 0");
         const bool concat = rule != TpRule::Replicated;
         if (!concat && s.shape != g.shape) throw Error(shards_[r]->path() + ": " + name + " has another shape than in shard 0");
-        if (concat && s.shape.size() != g.shape.size()) throw Error(shards_[r]->path() + ": " + name + " has another rank than in shard 0");
+        if (concat) {
+            const std::size_t dim = rule == TpRule::Concat0 ? 0 : 1;
+            bool same = s.shape.size() == g.shape.size();
+            for (std::size_t k = 0; same && k < s.shape.size(); ++k) same = k == dim || s.shape[k] == g.shape[k];
+            if (!same)
+                throw Error(shards_[r]->path() + ": " + name + " does not fit shard 0's shape (TP shards differ beyond dimension " +
+                            std::to_string(dim) + ")");
+        }
     }
     if (rule == TpRule::Replicated) {
         if (t == 1) {

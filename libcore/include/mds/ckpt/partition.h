@@ -1,0 +1,60 @@
+// Pipeline stage boundaries as DeepSpeed's PipelineModule computes them (specs/checkpoints.md §1.3,
+// §6.1): partition_uniform / partition_balanced of two DeepSpeed generations (the binary search of
+// v0.6.5, which BLOOM-era checkpoints were cut with, and the dynamic programming that replaced it in
+// commit 2bdf061f), the partition_method weighting ('uniform', 'parameters', 'type:<regex>'), and
+// Megatron-DeepSpeed's GPTModelPipe spec list rebuilt from the layer files on disk.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mds::ckpt {
+
+// Which DeepSpeed's partition functions to reproduce. Stage boundaries decide which layers (and so
+// which optimizer flat buffers) a stage holds, so a checkpoint is only loadable by the DeepSpeed
+// generation whose boundaries it was cut with.
+enum class PartitionAlgorithm {
+    Dp,      // DeepSpeed since 2bdf061f (Dec 2023): linear-partition dynamic programming;
+             // partition_uniform spreads the remainder over the first parts
+    Bisect,  // DeepSpeed up to then (v0.6.5, the BLOOM branch): binary search over the heaviest
+             // part with _lprobe (eps 1e-3); partition_uniform gives the remainder to the last part
+};
+const char* partition_algorithm_name(PartitionAlgorithm a);  // "dp", "bisect"
+std::optional<PartitionAlgorithm> parse_partition_algorithm(std::string_view name);
+
+// DeepSpeed's partition_uniform(num_items, num_parts): num_parts + 1 boundaries, part p holding
+// items [parts[p], parts[p+1]).
+std::vector<int> partition_uniform(int num_items, int num_parts, PartitionAlgorithm algorithm);
+
+// DeepSpeed's partition_balanced(weights, num_parts), boundaries as above, with the same ties and
+// quirks (Bisect can leave leading parts empty, as v0.6.5 does). Throws mds::Error where DeepSpeed
+// would fail its own `assert success`.
+std::vector<int> partition_balanced(const std::vector<std::int64_t>& weights, int num_parts, PartitionAlgorithm algorithm);
+
+// One entry of the pipeline's spec list.
+struct PipeSpec {
+    std::string type_name;        // what 'type:<regex>' is matched against: class or function name
+    int layer = -1;               // on-disk layer index when the entry saves a layer file, else -1
+    bool tied_embedding = false;  // TiedLayerSpec('embed', EmbeddingPipe): the stage builds tied_modules.embed
+    std::int64_t parameters = 0;  // trainable parameters per TP rank ('parameters' weighting)
+};
+
+// Megatron-DeepSpeed's GPTModelPipe spec list from the sorted on-disk layer indices (first =
+// embedding, last = final norm, the rest = contiguous transformer blocks):
+//   [_to_float16, <lambda>...] EmbeddingPipe [<lambda>...] ParallelTransformerLayerPipe x L
+//   [<lambda>...] MixedFusedLayerNorm EmbeddingPipe (tied LM head, not saved) [float16_to_fp32]
+// The unsaved entries are counted from the gaps between indices, so BMD's +3 numbering, the later
+// one with an extra lambda and MMD's +2 all come out right. `half_precision` (fp16 or bf16 args)
+// adds the final float16_to_fp32. Parameter counts are left 0 for the caller to fill.
+std::vector<PipeSpec> gpt_pipe_specs(const std::vector<int>& layers, bool half_precision);
+
+// Stage boundaries (num_stages + 1 spec indices) for DeepSpeed's partition_method: 'uniform',
+// 'parameters' or 'type:<regex>' (lower-cased first, then matched case-insensitively with search
+// semantics, as PipelineModule does). Anything else is an mds::Error.
+std::vector<int> partition_pipe_specs(const std::vector<PipeSpec>& specs, const std::string& method, int num_stages,
+                                      PartitionAlgorithm algorithm);
+
+}  // namespace mds::ckpt

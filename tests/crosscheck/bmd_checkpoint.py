@@ -193,13 +193,23 @@ def _save(obj, path, via_file_object):
 
 
 def make_checkpoint(root, shape=ModelShape(), tp=1, pp=1, dp=1, iteration=10, seed=0, location=None,
-                    optimizer_via_file_object=False, write_optimizer=True):
+                    optimizer_via_file_object=False, write_optimizer=True, original_vocab=None, last_stage_tied=False,
+                    moments_seed=None):
+    """original_vocab: also write checkpoint_info (BMD after 0f23a729) with this original_vocab_size.
+    last_stage_tied: with pp > 1 the last stage also holds the tied embedding (minus its LayerNorm) in param_shapes
+    and its optimizer files, as BMD's PipelineModule does for the LM head.
+    moments_seed: exp_avg / exp_avg_sq from per-parameter random tensors sharded like the weights (zeros in the
+    padding) instead of one constant per group."""
     tag = f"global_step{iteration}"
     step_dir = os.path.join(root, tag)
     os.makedirs(step_dir, exist_ok=True)
     weights = global_weights(shape, seed)
     args = megatron_args(shape, tp, pp, dp, iteration, consumed_samples=iteration * dp * 4)
     stages = stage_layers(shape, pp)
+    moments = None
+    if moments_seed is not None:
+        g = torch.Generator().manual_seed(moments_seed)
+        moments = {k: (torch.randn(v.shape, generator=g) * 1e-3, torch.rand(v.shape, generator=g) * 1e-6) for k, v in weights.items()}
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -212,6 +222,8 @@ def make_checkpoint(root, shape=ModelShape(), tp=1, pp=1, dp=1, iteration=10, se
             for r in range(tp):
                 mp = s * tp + r
                 names = [(li, name) for (li, name) in weights if li in stages[s]]
+                if last_stage_tied and pp > 1 and s == pp - 1:
+                    names = [(li, name) for (li, name) in weights if li == 1 and not name.startswith("word_embeddings.norm.")] + names
                 shapes = collections.OrderedDict(
                     (("tied_modules.embed." if li == 1 else f"{li}.") + name, torch.Size(shard(weights[(li, name)], name, tp, r).shape))
                     for li, name in names)
@@ -225,19 +237,21 @@ def make_checkpoint(root, shape=ModelShape(), tp=1, pp=1, dp=1, iteration=10, se
                     "ds_config": "ds_config.json", "ds_version": "0.6.1+2b8c8e7",
                     "args": args, "checkpoint_version": 3.0, "iteration": iteration,
                     "tokens": iteration * dp * 4 * shape.seq,
+                    **({"checkpoint_info": {"padded_vocab_size": shape.padded_vocab, "original_vocab_size": original_vocab}}
+                       if original_vocab is not None else {}),
                     "random_rng_state": random.getstate(), "np_rng_state": np.random.get_state(),
                     "torch_rng_state": torch.get_rng_state(), "cuda_rng_state": torch.get_rng_state(),
                     "rng_tracker_states": {"model-parallel-rng": torch.get_rng_state()},
                 }
                 _save(state, os.path.join(step_dir, f"mp_rank_{mp:02d}_model_states.pt"), False)
                 if write_optimizer and shape.dtype == torch.bfloat16:
-                    _write_bf16_optimizer(step_dir, weights, names, tp, r, mp, dp, optimizer_via_file_object)
+                    _write_bf16_optimizer(step_dir, weights, names, tp, r, mp, dp, optimizer_via_file_object, moments)
     with open(os.path.join(root, "latest"), "w") as f:
         f.write(tag)
     return {(li, name): t for (li, name), t in weights.items()}
 
 
-def _write_bf16_optimizer(step_dir, weights, names, tp, r, mp, dp, via_file_object):
+def _write_bf16_optimizer(step_dir, weights, names, tp, r, mp, dp, via_file_object, moments=None):
     """BF16_Optimizer.state_dict() per DP rank in BMD's three groups (WD first half, WD second half, no WD)."""
     def pname(li, name):
         return ("tied_modules.embed." if li == 1 else f"{li}.") + name
@@ -263,7 +277,12 @@ def _write_bf16_optimizer(step_dir, weights, names, tp, r, mp, dp, via_file_obje
                     mapping[pname(*k)] = fragment_address(numel=hi - lo, start=lo - d * ps)
                 offset += n
             mappings.append(mapping)
-            states[gi] = {"exp_avg": torch.full((ps,), 0.01 * (gi + 1)), "exp_avg_sq": torch.full((ps,), 1e-4)}
+            if moments is None:
+                states[gi] = {"exp_avg": torch.full((ps,), 0.01 * (gi + 1)), "exp_avg_sq": torch.full((ps,), 1e-4)}
+            else:
+                flat_m = [torch.cat([shard(moments[k][j], k[1], tp, r).flatten() for k in group] + [torch.zeros(pad)])
+                          if group else torch.zeros(pad) for j in range(2)]
+                states[gi] = {"exp_avg": flat_m[0][d * ps:(d + 1) * ps].clone(), "exp_avg_sq": flat_m[1][d * ps:(d + 1) * ps].clone()}
         base = {"state": states, "param_groups": [
             {"lr": 1e-4, "bias_correction": True, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.0 if gi == 2 else 0.1,
              "step": 10, "params": [gi]} for gi in range(3)]}

@@ -193,7 +193,9 @@ void write_stage_optimizer(const Plan& plan, int stage, const std::string& out_d
             const auto& f = groups[static_cast<std::size_t>(g)];
             for (std::size_t i = 0; i < f.params.size(); ++i) {
                 const Param& p = plan.params[f.params[i]];
-                auto global = plan.optimizer->global_state(p.ds_name, state, p.layout, p.source_slice, version, plan.heads);
+                std::size_t target_numel = 1;
+                for (auto dim : p.target_shape) target_numel *= static_cast<std::size_t>(dim);
+                auto global = plan.optimizer->global_state(p.ds_name, state, p.layout, p.source_slice, version, plan.heads, target_numel);
                 const std::int64_t row = p.source_shape.size() > 1 ? static_cast<std::int64_t>(global.size()) / p.source_shape[0] : 1;
                 const std::string key = p.ds_name + "/" + optim_state_name(state);
                 if (!universal_zero.empty() && universal_written.insert(key).second) {

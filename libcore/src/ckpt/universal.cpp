@@ -146,17 +146,30 @@ const PyValue& Bf16OptimizerShards::optimizer_state_dict(int pp, int tp, int dp)
 
 std::vector<float> Bf16OptimizerShards::global_state(const std::string& name, OptimState state, const TpLayout& layout,
                                                      const std::vector<std::int64_t>& slice_shape, double qkv_version,
-                                                     std::int64_t heads) const {
+                                                     std::int64_t heads, std::size_t reserve_numel) const {
     const auto it = params_.find(name);
     if (it == params_.end()) throw Error(dir_ + ": parameter " + name + " has no fragment in any BF16 optimizer file");
     const Param& p = it->second;
     std::int64_t numel = 1;
     for (auto d : slice_shape) numel *= d;
     const bool qkv = qkv_version < 2.0 && name.find("query_key_value.") != std::string::npos;
-    std::vector<std::vector<float>> slices(static_cast<std::size_t>(tp_));
+    // Plain dim-0 concatenation (the vocabulary, QKV, h->4h: the largest tensors) is assembled in
+    // place, without a copy per slice.
+    const bool direct = layout.rule == TpRule::Concat0 && layout.sub_params == 1 && !qkv;
+    std::vector<float> out;
+    if (direct) {
+        out.reserve(std::max(reserve_numel, static_cast<std::size_t>(numel * tp_)));
+        out.resize(static_cast<std::size_t>(numel * tp_));
+    }
+    std::vector<std::vector<float>> slices(direct ? 0 : static_cast<std::size_t>(tp_));
     for (int r = 0; r < tp_; ++r) {
-        auto& slice = slices[static_cast<std::size_t>(r)];
-        slice.resize(static_cast<std::size_t>(numel));
+        float* slice = nullptr;
+        if (direct) {
+            slice = out.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(numel);
+        } else {
+            slices[static_cast<std::size_t>(r)].resize(static_cast<std::size_t>(numel));
+            slice = slices[static_cast<std::size_t>(r)].data();
+        }
         std::int64_t offset = 0;
         auto frags = p.per_tp[static_cast<std::size_t>(r)];
         std::stable_sort(frags.begin(), frags.end(), [](const Fragment& a, const Fragment& b) { return a.dp < b.dp; });
@@ -164,18 +177,19 @@ std::vector<float> Bf16OptimizerShards::global_state(const std::string& name, Op
             const auto& t = at(p.pp, r, f.dp).states[static_cast<std::size_t>(state)][static_cast<std::size_t>(p.group)];
             if (offset + f.numel > numel)
                 throw Error(at(p.pp, r, f.dp).file->path() + ": fragments of " + name + " hold more than its " + std::to_string(numel) + " elements");
-            std::memcpy(slice.data() + offset, t.bytes().data() + f.start * 4, static_cast<std::size_t>(f.numel) * 4);
+            std::memcpy(slice + offset, t.bytes().data() + f.start * 4, static_cast<std::size_t>(f.numel) * 4);
             offset += f.numel;
         }
         if (offset != numel)
             throw Error(dir_ + ": the fragments of " + name + " on tensor-parallel rank " + std::to_string(r) + " hold " + std::to_string(offset) +
                         " elements; its shard has " + std::to_string(numel));
         if (qkv) {
-            std::vector<std::byte> rows(reinterpret_cast<const std::byte*>(slice.data()), reinterpret_cast<const std::byte*>(slice.data() + numel));
+            std::vector<std::byte> rows(reinterpret_cast<const std::byte*>(slice), reinterpret_cast<const std::byte*>(slice + numel));
             qkv_rows_to_v2(rows, heads / tp_, static_cast<std::size_t>(numel / slice_shape[0]) * 4, qkv_version);
-            std::memcpy(slice.data(), rows.data(), rows.size());
+            std::memcpy(slice, rows.data(), rows.size());
         }
     }
+    if (direct) return out;
     return tp_merge_fp32(layout, slices, slice_shape);
 }
 

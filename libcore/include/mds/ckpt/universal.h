@@ -48,8 +48,10 @@ public:
     // joined in DP order into a slice of `slice_shape`, fused-QKV rows normalised from
     // `qkv_version` (with `heads` global heads), then the slices merged by `layout`. The
     // pipeline-replicated tied embedding is read from stage 0 only, as ds_to_universal does.
+    // `reserve_numel` leaves room for the caller to grow the tensor in place (vocabulary re-pad).
     std::vector<float> global_state(const std::string& name, OptimState state, const TpLayout& layout,
-                                    const std::vector<std::int64_t>& slice_shape, double qkv_version, std::int64_t heads) const;
+                                    const std::vector<std::int64_t>& slice_shape, double qkv_version, std::int64_t heads,
+                                    std::size_t reserve_numel = 0) const;
 
 private:
     struct File {

@@ -17,7 +17,8 @@
   - there and back (tp2 pp2 -> tp1 pp1 -> tp2 pp2, optimizer included) returns bitwise the same tensors in every
     layer and optimizer file;
   - fp16 (weights only; --with-optimizer refused for ZeRO fp16 files), replicated shards that drifted apart (averaged
-    in fp32), GLU dense_h_to_4h (two sub-parameters), 6 heads split 3 ways on head boundaries;
+    in fp32), GLU dense_h_to_4h (two sub-parameters), 6 heads split 3 ways on head boundaries, QKV rows of
+    checkpoint_version 0 and 1.0 (weights and optimizer states) normalised;
   - bad inputs (--target-tp 0, heads not divisible, a missing layer or optimizer file, an existing destination)
     fail with a message naming the problem, a non-zero exit and no output.
 Exits 77 without the binary or without torch / deepspeed."""
@@ -599,6 +600,76 @@ def check_heads(tmp):
     print("6 heads: TP 3 splits QKV on head boundaries; TP 4 refused")
 
 
+def qkv_to_version(rows, heads_per_rank, version):
+    """Per-partition QKV rows from the [np, 3, d] order to that of checkpoint_version 0 ([3, np, d]) or 1.0 ([np, d, 3])."""
+    v = rows.reshape(heads_per_rank, 3, -1, *rows.shape[1:])
+    v = v.transpose(0, 1) if version == 0 else v.transpose(1, 2)
+    return v.reshape(rows.shape).contiguous()
+
+
+def check_qkv_versions(tmp):
+    """Checkpoints of checkpoint_version 0 and 1.0 store each partition's QKV rows in another order (weights and the
+    optimizer's fp32 / Adam states alike); the reshaped checkpoint has the [n, 3, d] order and says 3.0."""
+    for version in (0, 1.0):
+        src = os.path.join(tmp, f"qkv-v{version}")
+        shape = bmd_checkpoint.ModelShape(num_layers=2, hidden=16, heads=4, padded_vocab=256)
+        fixture = bmd_checkpoint.make_checkpoint(src, shape, tp=2, pp=1, dp=2, original_vocab=ORIGINAL_VOCAB, moments_seed=5)
+        step = os.path.join(src, "global_step10")
+        states, _, _, _ = read_optimizer(step)
+        tp, np_ = 2, 2
+        for layer in (3, 4):
+            for rank in range(tp):
+                path = os.path.join(step, f"layer_{layer:02d}-model_{rank:02d}-model_states.pt")
+                sd = load(path)
+                for name in ("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"):
+                    sd[name] = qkv_to_version(sd[name], np_, version)
+                torch.save(sd, path)
+        # The optimizer's QKV slices, reordered the same way through their DP fragments.
+        for rank in range(tp):
+            files = [os.path.join(step, f"bf16_zero_pp_rank_{d}_mp_rank_{rank:02d}_optim_states.pt") for d in range(2)]
+            sds = [load(f) for f in files]
+            for layer in (3, 4):
+                for name in ("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"):
+                    full = f"{layer}.{name}"
+                    for key in ("fp32", "exp_avg", "exp_avg_sq"):
+                        frags = []
+                        for sd in sds:
+                            osd = sd["optimizer_state_dict"]
+                            for g, mapping in enumerate(osd["param_slice_mappings"]):
+                                if full in mapping:
+                                    flat = (osd["single_partition_of_fp32_groups"][g] if key == "fp32"
+                                            else osd["base_optimizer_state"]["state"][g][key])
+                                    frags.append((flat, mapping[full]))
+                        shard_shape = split(fixture[(layer, name)], name, tp, rank).shape
+                        slice_ = torch.cat([f[f0.start:f0.start + f0.numel] for f, f0 in frags]).reshape(shard_shape)
+                        new = qkv_to_version(slice_, np_, version).flatten()
+                        pos = 0
+                        for flat, f0 in frags:
+                            flat[f0.start:f0.start + f0.numel] = new[pos:pos + f0.numel]
+                            pos += f0.numel
+            for f, sd in zip(files, sds):
+                torch.save(sd, f)
+        for f in os.listdir(step):
+            if f.startswith("mp_rank_"):
+                sd = load(os.path.join(step, f))
+                if version == 0:
+                    del sd["checkpoint_version"]
+                else:
+                    sd["checkpoint_version"] = version
+                torch.save(sd, os.path.join(step, f))
+        dst = os.path.join(tmp, f"qkv-v{version}-out")
+        r = reshape(src, dst, "--target-tp", "1", "--target-pp", "1", "--with-optimizer")
+        if not check(r.returncode == 0, f"qkv v{version}: {r.stderr}"):
+            continue
+        out = os.path.join(dst, "global_step10")
+        same_tensors(read_weights(out), expected_weights(fixture, 256), f"qkv v{version}: weights")
+        got, _, _, _ = read_optimizer(out)
+        bad = [(n, k) for n in states for k in states[n] if not torch.equal(got[n][k], states[n][k])]
+        check(not bad, f"qkv v{version}: optimizer states differ: {bad[:4]}")
+        check(load(os.path.join(out, "mp_rank_00_model_states.pt"))["checkpoint_version"] == 3.0, f"qkv v{version}: checkpoint_version")
+    print("QKV of checkpoint_version 0 and 1.0: rows normalised in weights and optimizer states; output says 3.0")
+
+
 def check_stage_methods(tmp):
     """Dry runs: the stages for each partition method equal DeepSpeed's cut of the spec list."""
     src = os.path.join(tmp, "stages")
@@ -702,6 +773,7 @@ def main():
         check_drifted_replicas(tmp)
         check_glu(tmp)
         check_heads(tmp)
+        check_qkv_versions(tmp)
         check_stage_methods(tmp)
         check_errors(tmp, bloom_src)
     if failures:

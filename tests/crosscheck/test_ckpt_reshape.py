@@ -19,6 +19,8 @@
   - fp16 (weights only; --with-optimizer refused for ZeRO fp16 files), replicated shards that drifted apart (averaged
     in fp32), GLU dense_h_to_4h (two sub-parameters), 6 heads split 3 ways on head boundaries, QKV rows of
     checkpoint_version 0 and 1.0 (weights and optimizer states) normalised;
+  - where mds-train is built: it resumes a TP2 x PP2 x DP2 checkpoint reshaped to TP1 PP1 DP1 with the source's weights
+    and optimizer states;
   - bad inputs (--target-tp 0, heads not divisible, a missing layer or optimizer file, an existing destination)
     fail with a message naming the problem, a non-zero exit and no output.
 Exits 77 without the binary or without torch / deepspeed."""
@@ -670,6 +672,45 @@ def check_qkv_versions(tmp):
     print("QKV of checkpoint_version 0 and 1.0: rows normalised in weights and optimizer states; output says 3.0")
 
 
+def check_train_resume(tmp):
+    """An independent consumer: mds-train (when built, with LibTorch) resumes a TP 2 x PP 2 x DP 2 BLOOM-style
+    checkpoint reshaped to its single process (TP 1, PP 1, DP 1), weights and fp32 masters as the source's."""
+    train = os.path.join(BIN, "mds-train")
+    if not all(os.path.exists(os.path.join(BIN, b)) for b in ("mds-train", "mds-tokenizer-train", "mds-preprocess")):
+        print("mds-train not built: the resume check is skipped")
+        return
+    import re
+    import tiny_dataset
+    prefix, vocab, merges = tiny_dataset.make(tmp, BIN, os.environ.get("MDS_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE))), 1000)
+    src, dst, out = (os.path.join(tmp, n) for n in ("train-src", "train-11", "train-out"))
+    shape = bmd_checkpoint.ModelShape(num_layers=2, hidden=16, heads=2, ffn=64, padded_vocab=1024, seq=32, embed_layernorm=True, alibi=True)
+    fixture = bmd_checkpoint.make_checkpoint(src, shape, tp=2, pp=2, dp=2, original_vocab=1000, last_stage_tied=True, moments_seed=9)
+    src_states, _, _, _ = read_optimizer(os.path.join(src, "global_step10"))
+    r = reshape(src, dst, "--target-tp", "1", "--target-pp", "1", "--target-dp", "1", "--with-optimizer")
+    if not check(r.returncode == 0, f"train resume: reshape: {r.stderr}"):
+        return
+    flags = ["--data-path", prefix, "--vocab-file", vocab, "--merge-file", merges, "--split", "90,8,2",
+             "--num-layers", "2", "--hidden-size", "16", "--num-attention-heads", "2", "--seq-length", "32",
+             "--max-position-embeddings", "32", "--micro-batch-size", "2", "--global-batch-size", "4", "--lr", "3e-3",
+             "--min-lr", "3e-4", "--lr-decay-style", "cosine", "--lr-warmup-iters", "3", "--weight-decay", "0.1",
+             "--log-interval", "1", "--eval-interval", "100", "--eval-iters", "1", "--seed", "42", "--threads", "2",
+             "--bf16", "--use-checkpoint-lr-scheduler", "--embed-layernorm", "--position-embedding-type", "alibi"]
+    # Nothing left to train at iteration 10: load, save again what was loaded.
+    r = subprocess.run([train, *flags, "--train-iters", "10", "--load", dst, "--save", out, "--save-interval", "100"],
+                       capture_output=True, text=True)
+    if not check(r.returncode == 0, f"train resume: mds-train --load failed: {r.stderr[-800:]}"):
+        return
+    step = os.path.join(out, "global_step10")
+    same_tensors(read_weights(step), fixture, "mds-train's save of the reshaped checkpoint: weights")
+    got, _, _, _ = read_optimizer(step)
+    bad = [(n, k) for n in src_states for k in ("fp32", "exp_avg", "exp_avg_sq") if not torch.equal(got[n][k], src_states[n][k])]
+    check(not bad, f"mds-train's save of the reshaped checkpoint: optimizer states differ: {bad[:4]}")
+    r = subprocess.run([train, *flags, "--train-iters", "11", "--load", dst], capture_output=True, text=True)
+    m = re.search(r"^ iteration +11/ +11 \| consumed samples: +(\d+)", r.stdout, re.M)
+    check(r.returncode == 0 and m and m.group(1) == "84", f"train resume: iteration 11 {m and m.group(0)}: {r.stderr[-300:]}")
+    print("mds-train resumes the reshaped TP1 PP1 DP1 checkpoint: weights and optimizer states as the source's")
+
+
 def check_stage_methods(tmp):
     """Dry runs: the stages for each partition method equal DeepSpeed's cut of the spec list."""
     src = os.path.join(tmp, "stages")
@@ -774,6 +815,7 @@ def main():
         check_glu(tmp)
         check_heads(tmp)
         check_qkv_versions(tmp)
+        check_train_resume(tmp)
         check_stage_methods(tmp)
         check_errors(tmp, bloom_src)
     if failures:

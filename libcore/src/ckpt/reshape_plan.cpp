@@ -148,7 +148,6 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
     std::map<std::string, int> shape_groups;
     std::vector<std::string> buffers;
     const int shape_group_count = param_shape_groups(ck, dir.string(), shape_groups, buffers);
-    plan.source_param_shapes = present(root.find("param_shapes")) != nullptr;
     const std::set<std::string> buffer_set(buffers.begin(), buffers.end());
     const std::map<std::string, int>* group_of = nullptr;
     int source_groups = 0;

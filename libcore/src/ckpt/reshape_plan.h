@@ -56,7 +56,6 @@ struct Plan {
     std::map<std::string, std::size_t> by_name;
     std::vector<Stage> stages;
     int groups = 3;
-    bool source_param_shapes = true;                 // false: the source had param_shapes None
 
     bool vocab_changes() const { return target_vocab != source_vocab; }
 };

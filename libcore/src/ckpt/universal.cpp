@@ -90,6 +90,9 @@ Bf16OptimizerShards::Bf16OptimizerShards(const std::string& dir, int tp, int pp)
                 const auto& singles = need(osd, "single_partition_of_fp32_groups", path);
                 const auto& base = need(osd, "base_optimizer_state", path);
                 const auto& state = need(base, "state", path);
+                if (!osd.find("param_slice_mappings"))
+                    throw Error(path + ": no param_slice_mappings (DeepSpeed releases before 0.7 did not write them), so the flat "
+                                       "partitions cannot be mapped to parameters; reshape without the optimizer states");
                 const auto& mappings = need(osd, "param_slice_mappings", path);
                 const int g_count = static_cast<int>(list_size(singles, path + ": single_partition_of_fp32_groups"));
                 if (groups_ == 0) groups_ = g_count;

@@ -180,8 +180,13 @@ void write_stage_optimizer(const Plan& plan, int stage, const std::string& out_d
                 }
             }
             auto root = PyValue::dict();
-            for (const auto& [k, v] : src_root.as_dict().items())
-                root.as_dict().set(k, k.type() == PyType::Str && k.as_str() == "optimizer_state_dict" ? osd : copy_plain(v, src_file.path() + ": " + k.repr(40)));
+            for (const auto& [k, v] : src_root.as_dict().items()) {
+                const std::string key = k.type() == PyType::Str ? k.as_str() : "";
+                // DeepSpeed 0.5 kept param_shapes here rather than in the mp_rank files.
+                root.as_dict().set(k, key == "optimizer_state_dict" ? osd
+                                      : key == "param_shapes" && !v.is_none() ? stage_param_shapes(plan, stage)
+                                                                               : copy_plain(v, src_file.path() + ": " + k.repr(40)));
+            }
             w->begin(root);
             writers.push_back(std::move(w));
         }

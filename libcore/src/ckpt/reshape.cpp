@@ -25,12 +25,6 @@ std::int64_t numel_of(const std::vector<std::int64_t>& shape) {
     return n;
 }
 
-PyValue torch_size(const std::vector<std::int64_t>& shape) {
-    std::vector<PyValue> dims;
-    for (auto d : shape) dims.push_back(PyValue::integer(d));
-    return PyValue::object("torch", "Size", PyValue::tuple({PyValue::tuple(std::move(dims))}));
-}
-
 PyValue ordered_dict() { return PyValue::object("collections", "OrderedDict", PyValue::tuple({})); }
 
 // Shape and TP layout of one tensor of a layer file in the target.
@@ -156,13 +150,7 @@ void write_mp_rank_files(const Plan& plan, const fs::path& dir) {
                         out.as_dict().set(k, v);
                         continue;
                     }
-                    std::vector<PyValue> groups;
-                    for (const auto& g : st.groups) {
-                        auto od = ordered_dict();
-                        for (auto i : g) od.as_object().dict_items.set(plan.params[i].ds_name, torch_size(plan.params[i].target_shard));
-                        groups.push_back(od);
-                    }
-                    out.as_dict().set(k, PyValue::list(std::move(groups)));
+                    out.as_dict().set(k, stage_param_shapes(plan, s));
                 } else if (key == "buffer_names") {
                     std::vector<PyValue> names;
                     for (const auto& b : st.buffer_names) names.push_back(PyValue::str(b));

@@ -64,6 +64,20 @@ int param_shape_groups(const DsCheckpoint& ck, const std::string& dir, std::map<
 
 }  // namespace
 
+PyValue stage_param_shapes(const Plan& plan, int stage) {
+    std::vector<PyValue> groups;
+    for (const auto& g : plan.stages[static_cast<std::size_t>(stage)].groups) {
+        auto od = PyValue::object("collections", "OrderedDict", PyValue::tuple({}));
+        for (auto i : g) {
+            std::vector<PyValue> dims;
+            for (auto d : plan.params[i].target_shard) dims.push_back(PyValue::integer(d));
+            od.as_object().dict_items.set(plan.params[i].ds_name, PyValue::object("torch", "Size", PyValue::tuple({PyValue::tuple(std::move(dims))})));
+        }
+        groups.push_back(od);
+    }
+    return PyValue::list(std::move(groups));
+}
+
 Plan make_plan(const std::string& src, const ReshapeOptions& o) {
     if (o.target_tp < 1) throw UsageError("--target-tp " + std::to_string(o.target_tp) + ": expected at least 1");
     if (o.target_pp < 1) throw UsageError("--target-pp " + std::to_string(o.target_pp) + ": expected at least 1");

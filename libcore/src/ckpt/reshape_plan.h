@@ -60,6 +60,10 @@ struct Plan {
     bool vocab_changes() const { return target_vocab != source_vocab; }
 };
 
+// DeepSpeed's param_shapes of a target stage: one OrderedDict per optimizer group, parameter name ->
+// torch.Size of its target TP shard, in flat-buffer order.
+PyValue stage_param_shapes(const Plan& plan, int stage);
+
 // Reads the source, checks the request against it, and lays out the target. Notes (warnings the
 // user should see) go to options.note.
 Plan make_plan(const std::string& src, const ReshapeOptions& options);

@@ -547,6 +547,39 @@ def check_drifted_replicas(tmp):
     print("replicas that drifted apart: averaged in fp32, then copied to every new rank")
 
 
+def check_drifted_optimizer(tmp, bloom_src):
+    """Replicated parameters whose fp32 masters drifted apart over TP: averaged in fp32, as ds_to_universal does."""
+    src = os.path.join(tmp, "drift-opt")
+    shutil.copytree(bloom_src, src)
+    step = os.path.join(src, "global_step10")
+    before, _, _, _ = read_optimizer(step)
+    name = "4.post_attention_layernorm.weight"
+    for d in range(2):
+        path = os.path.join(step, f"bf16_zero_pp_rank_{d}_mp_rank_01_optim_states.pt")  # stage 0, TP rank 1
+        sd = load(path)
+        osd = sd["optimizer_state_dict"]
+        for g, mapping in enumerate(osd["param_slice_mappings"]):
+            if name in mapping:
+                f = mapping[name]
+                osd["single_partition_of_fp32_groups"][g][f.start:f.start + f.numel] += 0.125
+        torch.save(sd, path)
+    drifted, _, _, _ = read_optimizer(step)
+    check(not torch.equal(drifted[name]["fp32"], before[name]["fp32"]), "drifted optimizer fixture did not change")
+    dst = os.path.join(tmp, "drift-opt-1")
+    r = reshape(src, dst, "--target-tp", "1", "--target-pp", "1", "--universal")
+    if not check(r.returncode == 0, f"drifted optimizer: {r.stderr}"):
+        return
+    got, _, _, _ = read_optimizer(os.path.join(dst, "global_step10"))
+    check(torch.equal(got[name]["fp32"], drifted[name]["fp32"]), "drifted fp32 masters are not averaged in fp32")
+    inj = os.path.join(tmp, "drift-opt-inj", "global_step10")
+    inject_universal_info(step, inj)
+    uni = os.path.join(tmp, "drift-opt-inj-uni", "global_step10_universal")
+    if ds_to_universal(inj, uni):
+        same_universal(read_universal(os.path.join(dst, "global_step10_universal")), read_universal(uni),
+                       "drifted optimizer: mds --universal vs ds_to_universal")
+    print("replicated fp32 masters that drifted apart: averaged as ds_to_universal averages them")
+
+
 def check_glu(tmp):
     """GLU: dense_h_to_4h holds [A_r; B_r] per rank (x1, x2 = chunk(2)); the global tensor is [A; B]."""
     src = os.path.join(tmp, "glu")
@@ -812,6 +845,7 @@ def main():
         check_round_trip(tmp, bloom_src)
         check_fp16(tmp)
         check_drifted_replicas(tmp)
+        check_drifted_optimizer(tmp, bloom_src)
         check_glu(tmp)
         check_heads(tmp)
         check_qkv_versions(tmp)

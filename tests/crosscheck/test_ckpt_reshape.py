@@ -71,13 +71,7 @@ def load(path):
 
 # ---- Megatron's TP rules, written out independently of mds (specs/checkpoints.md §4, §6.2) -------------------
 
-def split_dim(name):
-    if name in ("word_embeddings.weight", "self_attention.query_key_value.weight", "self_attention.query_key_value.bias",
-                "mlp.dense_h_to_4h.weight", "mlp.dense_h_to_4h.bias"):
-        return 0
-    if name in ("self_attention.dense.weight", "mlp.dense_4h_to_h.weight"):
-        return 1
-    return None
+split_dim = bmd_checkpoint.tp_split_dim  # the fixture's writer uses the same table
 
 
 def merge(shards, name, glu=False):

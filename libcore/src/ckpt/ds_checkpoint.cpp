@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "mds/ckpt/ds_layout.h"
+#include "mds/ckpt/tp_reshard.h"  // qkv_rows_to_v2
 #include "mds/util/error.h"
 
 namespace mds::ckpt {
@@ -86,22 +87,6 @@ void store(DType t, float f, std::byte* p) {
                                            : static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
     }
     std::memcpy(p, &h, 2);
-}
-
-// Per-partition fused QKV rows to the [np, 3, d] order: version 0 stores [3, np, d], 1.0 [np, d, 3].
-std::vector<std::byte> normalise_qkv(std::vector<std::byte> rows, std::int64_t np, std::int64_t row_bytes, double version) {
-    if (version >= 2.0) return rows;
-    const std::int64_t total = static_cast<std::int64_t>(rows.size()) / row_bytes;
-    const std::int64_t d = total / (3 * np);
-    std::vector<std::byte> out(rows.size());
-    for (std::int64_t head = 0; head < np; ++head)
-        for (std::int64_t c = 0; c < 3; ++c)
-            for (std::int64_t e = 0; e < d; ++e) {
-                const std::int64_t src = version < 1.0 ? (c * np + head) * d + e : (head * d + e) * 3 + c;
-                const std::int64_t dst = (head * 3 + c) * d + e;
-                std::memcpy(out.data() + dst * row_bytes, rows.data() + src * row_bytes, static_cast<std::size_t>(row_bytes));
-            }
-    return out;
 }
 
 }  // namespace
@@ -259,7 +244,7 @@ GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
             bytes = s.bytes();
         } else {
             copy = s.gather();
-            if (qkv) copy = normalise_qkv(std::move(copy), heads_ / static_cast<std::int64_t>(t), row_bytes, version_);
+            if (qkv) qkv_rows_to_v2(copy, heads_ / static_cast<std::int64_t>(t), static_cast<std::size_t>(row_bytes), version_);
             bytes = copy;
         }
         if (rule == TpRule::Concat0) {

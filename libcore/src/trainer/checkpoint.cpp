@@ -169,10 +169,9 @@ public:
             out.write(zeros);
         });
     }
-    std::uint64_t finish(const PyValue& root) {
+    void finish(const PyValue& root) {
         writer_.finish(root);
         keep_.clear();
-        return 0;
     }
 
 private:

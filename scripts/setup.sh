@@ -11,16 +11,25 @@ build=${MDS_BUILD_DIR:-build}
 apt_packages=(build-essential cmake ninja-build pkg-config python3-venv
               libcli11-dev nlohmann-json3-dev libzstd-dev zstd libcurl4-openssl-dev doctest-dev
               clang libclang-rt-dev)
+# The single-node SLURM the watchdog's integration test starts (without recommends: 7 packages,
+# not the 35 of slurm-wlm with its GPU and database plugins).
+apt_packages_norec=(slurmctld slurmd slurm-client munge)
 if [[ "${MDS_SKIP_APT:-0}" != 1 ]]; then
-  missing=()
-  for p in "${apt_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    echo "setup: installing Debian packages: ${missing[*]}" >&2
+  missing=() missing_norec=()
+  installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+  for p in "${apt_packages[@]}"; do installed "$p" || missing+=("$p"); done
+  for p in "${apt_packages_norec[@]}"; do installed "$p" || missing_norec+=("$p"); done
+  if ((${#missing[@]} + ${#missing_norec[@]})); then
+    echo "setup: installing Debian packages: ${missing[*]} ${missing_norec[*]}" >&2
     sudo_cmd=(); [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
     "${sudo_cmd[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+    if ((${#missing[@]})); then
+      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    if ((${#missing_norec[@]})); then
+      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+        "${missing_norec[@]}" >/dev/null
+    fi
   fi
 fi
 

@@ -129,7 +129,11 @@ QueueView query_queue(const StatusOptions& o) {
 
     bool have = false;
     if (o.format == "auto" || o.format == "json") {
-        const std::vector<std::string> argv = {o.squeue, "--json"};
+        // SLURM 22.05 ignores every filter with --json (and lists finished jobs anyway); 23.02+
+        // applies them, and lists finished jobs only with -t all. Both are filtered here again.
+        std::vector<std::string> argv = {o.squeue, "--json", "-t", "all", "--name=" + name};
+        if (!o.users.empty()) argv.push_back("--user=" + joined(o.users, ","));
+        if (!o.partitions.empty()) argv.push_back("--partition=" + joined(o.partitions, ","));
         verbose(o, "running: " + command_text(argv));
         const ProcessResult r = run_process(argv, popts);
         verbose(o, "squeue --json: " + r.describe() + " in " + std::to_string(r.elapsed.count()) + " ms, " +

@@ -25,8 +25,10 @@ const Job& by_id(const std::vector<Job>& jobs, const std::string& id) {
 
 const std::string kLong = "tr11-176B-ml-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx-round3";
 
-// The same nine jobs, whatever the form: the capture's scenario (see test_slurm_status.py).
-void check_capture(const std::vector<Job>& jobs) {
+// The same nine jobs, whatever the form and version: the capture's scenario (test_slurm_status.py,
+// tests/data/slurm/capture/). SLURM 24.11 fails `--nodes=5` on a one-node partition at once
+// (FAILED, BadConstraints) where 22.05 keeps it PENDING (PartitionNodeLimit).
+void check_capture(const std::vector<Job>& jobs, bool slurm_24 = false) {
     CHECK(jobs.size() == 9);
     const Job& run = by_id(jobs, "1");
     CHECK(run.name == kLong);
@@ -63,7 +65,14 @@ void check_capture(const std::vector<Job>& jobs) {
     CHECK(later.start_time - later.submit_time == 3600);
 
     CHECK(is_stuck_reason(by_id(jobs, "5").reason));  // JobHeldUser
-    CHECK(is_stuck_reason(by_id(jobs, "6").reason));  // PartitionNodeLimit
+    const Job& big = by_id(jobs, "6");
+    if (slurm_24) {
+        CHECK(big.state == "FAILED");
+        CHECK(big.reason == "BadConstraints");
+    } else {
+        CHECK(big.state == "PENDING");
+        CHECK(is_stuck_reason(big.reason));  // PartitionNodeLimit
+    }
 
     const Job& failed = by_id(jobs, "7");
     CHECK(failed.state == "FAILED");
@@ -94,6 +103,24 @@ TEST_CASE("the delimited text form of SLURM 22.05.8 gives the same jobs") {
     for (const char* id : {"1", "3_1", "4", "7"}) {
         CHECK(by_id(jobs, id).start_time == by_id(q.jobs, id).start_time);
         CHECK(by_id(jobs, id).submit_time == by_id(q.jobs, id).submit_time);
+    }
+}
+
+TEST_CASE("squeue --json of SLURM 24.11.5, data_parser v0.0.40 / v0.0.41 / v0.0.42 (the 23.11 / 24.05 / 24.11 shapes)") {
+    const auto text_jobs = parse_squeue_text(data("squeue-24.11.5-text.txt"));
+    check_capture(text_jobs, true);
+    for (const char* v : {"v0.0.40", "v0.0.41", "v0.0.42"}) {
+        INFO(v);
+        const QueryResult q = parse_squeue_json(data(std::string("squeue-24.11.5-") + v + ".json"));
+        CHECK(q.slurm_version == "24.11.5");
+        CHECK(q.errors.empty());
+        check_capture(q.jobs, true);
+        CHECK(by_id(q.jobs, "7").exit_code == "3:0");  // {status: [ERROR], return_code: {number: 3}}
+        CHECK(by_id(q.jobs, "1").state_flags.empty());
+        for (const char* id : {"1", "3_1", "4", "7"}) {
+            CHECK(by_id(text_jobs, id).start_time == by_id(q.jobs, id).start_time);
+            CHECK(by_id(text_jobs, id).submit_time == by_id(q.jobs, id).submit_time);
+        }
     }
 }
 

@@ -70,6 +70,20 @@ std::string state_word(std::string_view s) {
     return out;
 }
 
+// Calls f(line, "SOURCE line N") for each non-empty line (CR of CRLF dropped).
+template <class F>
+void for_each_line(std::string_view text, std::string_view source, F&& f) {
+    std::size_t line_no = 0;
+    while (!text.empty()) {
+        const auto nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+        ++line_no;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (!line.empty()) f(line, std::string(source) + " line " + std::to_string(line_no));
+    }
+}
+
 // --- JSON -------------------------------------------------------------------------------------
 
 std::string path_of(std::string_view source, std::size_t index, std::string_view key) {
@@ -244,16 +258,8 @@ QueryResult parse_squeue_json(std::string_view text, std::string_view source) {
 
 std::vector<Job> parse_squeue_text(std::string_view text, std::string_view source) {
     std::vector<Job> jobs;
-    std::size_t line_no = 0;
-    while (!text.empty()) {
-        auto nl = text.find('\n');
-        std::string_view line = text.substr(0, nl);
-        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-        ++line_no;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        if (line.empty()) continue;
+    for_each_line(text, source, [&](std::string_view line, const std::string& where) {
         const auto f = split(line, '|', 14);
-        const std::string where = std::string(source) + " line " + std::to_string(line_no);
         if (f.size() != 14)
             throw Error(where + ": expected 14 '|'-separated fields (" + kSqueueTextFormat + "), found " +
                         std::to_string(f.size()));
@@ -283,23 +289,15 @@ std::vector<Job> parse_squeue_text(std::string_view text, std::string_view sourc
         job.nodes = f[12] == "(null)" ? "" : std::string(f[12]);
         job.name = std::string(f[13]);
         jobs.push_back(std::move(job));
-    }
+    });
     return jobs;
 }
 
 std::vector<Job> parse_sacct(std::string_view text, std::string_view source) {
     std::vector<Job> jobs;
-    std::size_t line_no = 0;
-    while (!text.empty()) {
-        auto nl = text.find('\n');
-        std::string_view line = text.substr(0, nl);
-        text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-        ++line_no;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        if (line.empty()) continue;
+    for_each_line(text, source, [&](std::string_view line, const std::string& where) {
         // JobName may hold '|': it is the second field, so split the fixed ones off both ends.
         const auto head = split(line, '|', 2);
-        const std::string where = std::string(source) + " line " + std::to_string(line_no);
         if (head.size() != 2) throw Error(where + ": expected 9 '|'-separated fields (" + kSacctFields + ")");
         std::vector<std::string_view> tail;
         std::string_view rest = head[1];
@@ -328,7 +326,7 @@ std::vector<Job> parse_sacct(std::string_view text, std::string_view source) {
         job.nodes = (tail[5] == "None assigned" || tail[5] == "(null)") ? "" : std::string(tail[5]);
         job.user = std::string(tail[6]);
         jobs.push_back(std::move(job));
-    }
+    });
     return jobs;
 }
 
@@ -388,14 +386,16 @@ std::string format_duration(std::int64_t seconds) {
     return buf;
 }
 
-std::string format_slurm_time(std::int64_t epoch) {
+std::string format_local_time(std::int64_t epoch, const char* format) {
     const std::time_t t = static_cast<std::time_t>(epoch);
     std::tm tm{};
     localtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, format, &tm);
     return buf;
 }
+
+std::string format_slurm_time(std::int64_t epoch) { return format_local_time(epoch, "%Y-%m-%dT%H:%M:%S"); }
 
 bool is_active_state(const Job& job) {
     return in(job.state, {"RUNNING", "CONFIGURING", "COMPLETING", "RESIZING", "SIGNALING", "STAGE_OUT", "SUSPENDED",

@@ -39,14 +39,7 @@ std::string joined(const std::vector<std::string>& v, const char* sep) {
     return s;
 }
 
-std::string timestamp(std::int64_t now) {
-    const std::time_t t = static_cast<std::time_t>(now);
-    std::tm tm{};
-    localtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-    return buf;
-}
+std::string timestamp(std::int64_t now) { return format_local_time(now, "%Y-%m-%d %H:%M:%S"); }
 
 ProcessOptions process_options(const StatusOptions& o) {
     ProcessOptions p;

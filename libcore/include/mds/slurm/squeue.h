@@ -63,6 +63,8 @@ std::optional<std::int64_t> parse_slurm_duration(std::string_view text);
 std::string format_duration(std::int64_t seconds);
 // Epoch → "2026-11-22T12:32:34" in local time (SLURM's own form).
 std::string format_slurm_time(std::int64_t epoch);
+// Epoch → local time in a strftime format.
+std::string format_local_time(std::int64_t epoch, const char* format);
 
 // States a job passes through while it holds or is about to hold nodes.
 bool is_active_state(const Job& job);     // RUNNING, CONFIGURING, COMPLETING, SUSPENDED, ... (not PENDING)

@@ -34,12 +34,26 @@ std::string base64(const std::string& in) {
     return out;
 }
 
-// A header value: CR/LF removed (no header injection through a job name), RFC 2047 when not ASCII.
+// A header value: CR/LF removed (no header injection through a job name); when not ASCII, RFC 2047
+// encoded words of at most 75 characters (45 bytes of UTF-8 each, never cutting a character),
+// folded onto continuation lines.
 std::string header_value(const std::string& s) {
     std::string clean;
     for (char c : s) clean += (c == '\r' || c == '\n') ? ' ' : c;
     const bool ascii = std::all_of(clean.begin(), clean.end(), [](char c) { return static_cast<unsigned char>(c) < 128; });
-    return ascii ? clean : "=?UTF-8?B?" + base64(clean) + "?=";
+    if (ascii) return clean;
+    std::string out;
+    std::size_t i = 0;
+    while (i < clean.size()) {
+        std::size_t n = std::min<std::size_t>(45, clean.size() - i);
+        // Back off to a character boundary: a continuation byte is 10xxxxxx.
+        while (n > 0 && i + n < clean.size() && (static_cast<unsigned char>(clean[i + n]) & 0xC0) == 0x80) --n;
+        if (n == 0) n = std::min<std::size_t>(45, clean.size() - i);  // not UTF-8: cut anywhere
+        if (!out.empty()) out += "\r\n ";
+        out += "=?UTF-8?B?" + base64(clean.substr(i, n)) + "?=";
+        i += n;
+    }
+    return out;
 }
 
 std::string address(const std::string& a) {

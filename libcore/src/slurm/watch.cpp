@@ -67,18 +67,18 @@ std::optional<std::pair<std::int64_t, std::int64_t>> parse_iteration_line(const 
         std::size_t i = pos + 9;
         pos = i;
         if (i >= line.size() || !is_space(line[i])) continue;
-        while (i < line.size() && line[i] == ' ') ++i;
+        while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
         std::int64_t it = 0, total = 0;
         auto r1 = std::from_chars(line.data() + i, line.data() + line.size(), it);
         if (r1.ec != std::errc() || r1.ptr == line.data() + i) continue;
         std::size_t j = static_cast<std::size_t>(r1.ptr - line.data());
         if (j >= line.size() || line[j] != '/') continue;
         ++j;
-        while (j < line.size() && line[j] == ' ') ++j;
+        while (j < line.size() && (line[j] == ' ' || line[j] == '\t')) ++j;
         auto r2 = std::from_chars(line.data() + j, line.data() + line.size(), total);
         if (r2.ec != std::errc() || r2.ptr == line.data() + j) continue;
         std::size_t k = static_cast<std::size_t>(r2.ptr - line.data());
-        while (k < line.size() && line[k] == ' ') ++k;
+        while (k < line.size() && (line[k] == ' ' || line[k] == '\t')) ++k;
         if (k >= line.size() || line[k] != '|') continue;
         return std::make_pair(it, total);
     }
@@ -459,8 +459,10 @@ std::vector<Finding> select_notifications(std::vector<Finding>& findings, WatchS
     if (!policy.stateless) {
         for (const auto& [key, rec] : state.alerts) {
             if (current.count(key) || rec.last_notified == 0) continue;
-            // While the scheduler cannot be reached the job alerts cannot be judged: keep them.
-            if (unreachable && key != "unreachable") {
+            // While the scheduler cannot be reached the job alerts cannot be judged: keep them
+            // (disk alerts are judged without SLURM, and may recover).
+            const bool job_alert = key.rfind("disk:", 0) != 0 && key.rfind("inodes:", 0) != 0;
+            if (unreachable && job_alert && key != "unreachable") {
                 current[key] = rec;
                 continue;
             }

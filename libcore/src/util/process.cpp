@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -58,8 +59,11 @@ std::vector<std::string> child_environment(const std::map<std::string, std::stri
 
 std::string ProcessResult::describe() const {
     if (!started) return "could not start: " + start_error;
-    if (timed_out)
-        return "timed out after " + std::to_string(elapsed.count() / 1000) + " s";
+    if (timed_out) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "timed out after %.1f s", static_cast<double>(elapsed.count()) / 1000.0);
+        return buf;
+    }
     if (signal != 0) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
     return "exit status " + std::to_string(exit_code);
 }
@@ -169,8 +173,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
             }
         }
         if (kill_sent) {
-            // Descendants that escaped the group may hold the pipes open: stop reading.
-            wait_ms = 200;
+            // Descendants that escaped the group may hold the pipes open (and keep writing): read
+            // what is there for at most half a second more, then stop.
+            if (now >= kill_at + std::chrono::milliseconds(500)) break;
+            wait_ms = 100;
         }
         const int n = ::poll(fds, static_cast<nfds_t>(nfds), wait_ms);
         if (n < 0) {

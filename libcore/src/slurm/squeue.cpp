@@ -155,12 +155,16 @@ void json_state(const json& job, Job& out, std::string_view source, std::size_t 
 std::string json_exit_code(const json& job) {
     const auto it = job.find("exit_code");
     if (it == job.end() || it->is_null()) return {};
-    if (it->is_number_integer()) {  // 22.05: the raw wait status
-        const auto raw = it->get<std::int64_t>();
-        if (raw < 0) return {};
+    auto from_raw = [](std::int64_t raw) -> std::string {  // a wait status: exit << 8 | signal
+        if (raw < 0 || raw > 0xffff) return {};
         return std::to_string((raw >> 8) & 0xff) + ":" + std::to_string(raw & 0x7f);
+    };
+    if (it->is_number_integer()) return from_raw(it->get<std::int64_t>());  // 22.05 .. 23.02.3
+    if (it->is_object() && !it->contains("return_code") && it->contains("number")) {  // 23.02.4 ..: {set, number}
+        if (!it->value("set", true) || it->value("infinite", false) || !(*it)["number"].is_number_integer()) return {};
+        return from_raw((*it)["number"].get<std::int64_t>());
     }
-    if (it->is_object()) {  // 23.02+: {status: [...], return_code: {...}, signal: {id: {...}, name}}
+    if (it->is_object()) {  // 23.11+: {status: [...], return_code: {...}, signal: {id: {...}, name}}
         std::int64_t rc = 0, sig = 0;
         bool any = false;
         if (auto r = it->find("return_code"); r != it->end()) {

@@ -122,8 +122,9 @@ QueueView query_queue(const StatusOptions& o) {
 
     bool have = false;
     if (o.format == "auto" || o.format == "json") {
-        // SLURM 22.05 ignores every filter with --json (and lists finished jobs anyway); 23.02+
-        // applies them, and lists finished jobs only with -t all. Both are filtered here again.
+        // Before 24.05.1 squeue --json ignores --name / -t / -p (22.05 lists finished jobs
+        // anyway); later versions apply them and list finished jobs only with -t all. The jobs
+        // are filtered here again either way.
         std::vector<std::string> argv = {o.squeue, "--json", "-t", "all", "--name=" + name};
         if (!o.users.empty()) argv.push_back("--user=" + joined(o.users, ","));
         if (!o.partitions.empty()) argv.push_back("--partition=" + joined(o.partitions, ","));

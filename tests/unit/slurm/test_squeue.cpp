@@ -124,6 +124,42 @@ TEST_CASE("squeue --json of SLURM 24.11.5, data_parser v0.0.40 / v0.0.41 / v0.0.
     }
 }
 
+TEST_CASE("the shapes of 23.02, 23.02.3, 23.11, 24.05 and 24.11 (tests/data/slurm/gen-synthetic-squeue.py)") {
+    for (const char* v : {"23.02", "23.02.3", "23.11", "24.05", "24.11"}) {
+        INFO(v);
+        const std::string version(v);
+        if (version != "23.02.3") {
+            const QueryResult mixed = parse_squeue_json(data("squeue-" + version + "-mixed.json"));
+            CHECK(mixed.jobs.size() == 8);
+            const Job& run = by_id(mixed.jobs, "4218801");
+            CHECK(run.state == "RUNNING");
+            CHECK(run.nodes == "jz-node[010-013]");
+            CHECK(run.start_time == 1732702800);
+            CHECK(by_id(mixed.jobs, "4218820_1").state == "RUNNING");
+            const Job& rest = by_id(mixed.jobs, "4218820_[2-5%1]");
+            CHECK(rest.reason == "JobArrayTaskLimit");
+            CHECK(is_pending_state(rest));
+            // RUNNING + CONFIGURING: a list in 23.11+, the flag alone in 23.02; running either way.
+            CHECK(is_active_state(by_id(mixed.jobs, "4218833")));
+            CHECK(by_id(mixed.jobs, "4218830").start_time == 1732720800);
+            CHECK(is_stuck_reason(by_id(mixed.jobs, "4218831").reason));
+            CHECK(by_id(mixed.jobs, "4218832").name.size() == 60);
+        }
+        const QueryResult fin = parse_squeue_json(data("squeue-" + version + "-finished.json"));
+        CHECK(fin.jobs.size() == 11);
+        const Job& failed = by_id(fin.jobs, "4218799");
+        CHECK(failed.state == "FAILED");
+        CHECK(failed.exit_code == "1:0");  // raw 256 (int or {set, number}) or {return_code: 1}
+        CHECK(failed.nodes == "jz-node[001-004]");
+        CHECK(is_failure_state(failed));
+        CHECK(is_finished_state(by_id(fin.jobs, "4218820_1")));  // COMPLETED
+        const Job& killed = by_id(fin.jobs, "4218833");
+        CHECK(killed.state == "CANCELLED");
+        CHECK(killed.exit_code == "0:15");
+        CHECK(by_id(fin.jobs, "4218795").state != "RUNNING");  // COMPLETED + COMPLETING / COMPLETING
+    }
+}
+
 TEST_CASE("squeue --json with the controller down: errors, no jobs") {
     const QueryResult q = parse_squeue_json(data("squeue-22.05.8-unreachable.json"));
     CHECK(q.jobs.empty());

@@ -1,9 +1,11 @@
 // What SLURM says about jobs, parsed from the machine-readable outputs of its clients:
-// `squeue --json` (22.05: job_state a string, times epoch integers; 23.02 and later: job_state a
-// list, times and ids {"set","infinite","number"} objects, exit_code an object), the delimited
-// text form `squeue -h -t all -o kSqueueTextFormat` (every SLURM version; the job name is the
-// last field, so no character in it can break the split), and `sacct -X -n -P` (finished jobs,
-// where accounting is enabled). specs/ops.md §3.2 has the facts.
+// `squeue --json` (22.05: job_state a string, times epoch integers, exit_code a wait status;
+// 23.02: ids and exit_code {"set","infinite","number"}; 23.11 and later: job_state a list of base
+// state and flags, times {"set","infinite","number"}, exit_code {status, return_code, signal}),
+// the delimited text form `squeue -h -t all -o kSqueueTextFormat` (every SLURM version; the job
+// name is the last field, so no character in it can break the split), and `sacct -X -n -P`
+// (finished jobs, where accounting is enabled). specs/ops.md §3.2 and tests/data/slurm/README.md
+// have the facts and their sources.
 #pragma once
 
 #include <cstdint>

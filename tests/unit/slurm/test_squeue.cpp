@@ -254,6 +254,25 @@ TEST_CASE("sacct -X -n -P") {
     CHECK_THROWS_WITH_AS(parse_sacct("1|a|b\n"), doctest::Contains("sacct output line 1: expected 9"), mds::Error);
 }
 
+TEST_CASE("sacct -P of a chain's week (tests/data/slurm/sacct-P.txt)") {
+    const auto jobs = parse_sacct(data("sacct-P.txt"));
+    REQUIRE(jobs.size() == 13);
+    CHECK(jobs[0].elapsed_s == 86400 + 6 * 3600 + 10 * 60 + 31);
+    CHECK(jobs[4].state == "CANCELLED");  // "CANCELLED by 21042"
+    CHECK(jobs[8].array_task == "9-12%1");
+    CHECK(jobs[8].start_time == 0);
+    CHECK(jobs[8].nodes.empty());  // "None assigned"
+    const Job* last = nullptr;
+    for (const Job& j : jobs)
+        if (is_finished_state(j) && (!last || j.end_time > last->end_time)) last = &j;
+    REQUIRE(last != nullptr);
+    CHECK(last->id == "4218799");
+    CHECK(last->state == "FAILED");
+    CHECK(last->exit_code == "1:0");
+    CHECK(last->nodes == "jz-node[001-004]");
+    CHECK(last->user == "tr11user");
+}
+
 TEST_CASE("times and durations") {
     CHECK(parse_slurm_time("N/A") == 0);
     CHECK(parse_slurm_time("Unknown") == 0);

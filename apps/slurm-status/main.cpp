@@ -106,9 +106,7 @@ int main(int argc, char** argv) {
         if (!o.watch.log_file.empty() && o.watch.stall_minutes <= 0)
             throw mds::UsageError("--log-file needs --stall-minutes (how long without an iteration line is a stall)");
         if (no_state && !o.state_file.empty()) throw mds::UsageError("--no-state and --state-file exclude each other");
-        if (!o.mail.to.empty() || !o.mail.from.empty()) {
-            if (o.mail.to.empty()) throw mds::UsageError("--mail-from needs --mail-to");
-        }
+        if (o.mail.to.empty() && !o.mail.from.empty()) throw mds::UsageError("--mail-from needs --mail-to");
         o.policy.stateless = no_state;
         o.use_sacct = !no_sacct;
         o.users = split_commas(users);

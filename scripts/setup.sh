@@ -9,7 +9,7 @@ root=$(pwd)
 build=${MDS_BUILD_DIR:-build}
 
 apt_packages=(build-essential cmake ninja-build pkg-config python3-venv
-              libcli11-dev nlohmann-json3-dev libzstd-dev zstd libcurl4-openssl-dev doctest-dev
+              libcli11-dev nlohmann-json3-dev libzstd-dev zstd libcurl4-openssl-dev libssl-dev doctest-dev
               clang libclang-rt-dev)
 # The single-node SLURM the watchdog's integration test starts (without recommends: 7 packages,
 # not the 35 of slurm-wlm with its GPU and database plugins).

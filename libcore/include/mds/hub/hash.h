@@ -1,0 +1,25 @@
+// The two content ids the Hugging Face Hub compares (specs/ops.md §2.3): the sha256 of an LFS
+// object, and the git blob sha1 of a regular file, sha1("blob <size>\0" + bytes) — what
+// `git hash-object` prints. Files are read in 1 MiB blocks; both digests can come from one pass.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mds::hub {
+
+struct FileDigests {
+    std::uint64_t size = 0;
+    std::string sha256;    // 64 lowercase hex digits
+    std::string git_sha1;  // 40 lowercase hex digits
+};
+
+// Reads `path` once. Throws mds::Error naming the file when it cannot be read, or when it changes
+// size while being read (a growing log: hash it again later).
+FileDigests digest_file(const std::string& path);
+
+std::string sha256_hex(std::string_view bytes);
+std::string git_blob_sha1_hex(std::string_view bytes);
+
+}  // namespace mds::hub

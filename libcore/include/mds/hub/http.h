@@ -1,0 +1,81 @@
+// One HTTP client for the Hub and S3 paths of mds-hub-sync, over libcurl: bodies from memory or
+// from a byte range of a file (streamed, re-read from the start on each retry), the retry policy
+// of retry.h, a bearer token that never appears in a message, and plain http refused except on
+// loopback (a token must not cross a network in the clear).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mds/hub/retry.h"
+
+namespace mds::hub {
+
+struct HttpRequest {
+    std::string method = "GET";
+    std::string url;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string body;                     // used when body_file is empty
+    std::string body_file;                // stream bytes [body_offset, body_offset + body_length) of this file
+    std::uint64_t body_offset = 0;
+    std::uint64_t body_length = 0;
+    bool authorize = true;                // send the client's bearer token (not to presigned URLs)
+    bool retry = true;                    // false for requests that must not be repeated blindly (commits)
+    std::string what;                     // for messages: "preupload", "part 3 of model.pt", ...
+};
+
+struct HttpResponse {
+    long status = 0;                      // 0: no HTTP answer (`error` says why)
+    std::map<std::string, std::string> headers;  // names in lower case
+    std::string body;
+    std::string error;                    // transport error (connection refused, reset, timeout)
+    int attempts = 0;
+
+    bool ok() const { return status >= 200 && status < 300; }
+    std::string header(const std::string& lower_name) const;
+    // "HTTP 404: <start of the body>" or the transport error.
+    std::string describe() const;
+};
+
+struct HttpOptions {
+    std::string token;                    // bearer token; empty: none
+    std::string user_agent = "mds-hub-sync";
+    RetryPolicy retry;
+    std::chrono::seconds connect_timeout{30};
+    // Abort a transfer slower than 1 byte/s for this long (a stalled connection).
+    std::chrono::seconds stall_timeout{120};
+    // Called before each wait (retry number, seconds, why); the default sleeps and says nothing.
+    std::function<void(int, double, const std::string&)> on_retry;
+    // Waits; tests replace it to count instead of sleeping.
+    std::function<void(double)> sleep;
+    // Called with the bytes sent so far of a request body (progress).
+    std::function<void(std::uint64_t)> on_upload_progress;
+};
+
+// Throws mds::UsageError for a URL that is neither https nor http on loopback (127.0.0.0/8, ::1,
+// localhost), or that has user:password@ in it.
+void check_url_allowed(const std::string& url);
+
+class HttpClient {
+public:
+    explicit HttpClient(HttpOptions options);
+    ~HttpClient();
+    HttpClient(const HttpClient&) = delete;
+    HttpClient& operator=(const HttpClient&) = delete;
+
+    // Sends the request, retrying as the policy says (when request.retry). Never throws for HTTP
+    // or transport failures: the last response says what happened.
+    HttpResponse send(const HttpRequest& request);
+
+private:
+    HttpResponse send_once(const HttpRequest& request);
+    HttpOptions options_;
+    void* curl_ = nullptr;  // CURL*, reused between requests (keep-alive)
+};
+
+}  // namespace mds::hub

@@ -10,29 +10,11 @@
 #include <ctime>
 #include <mutex>
 
+#include "mds/util/base64.h"
 #include "mds/util/process.h"
 
 namespace mds::slurm {
 namespace {
-
-std::string base64(const std::string& in) {
-    static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    std::size_t i = 0;
-    for (; i + 2 < in.size(); i += 3) {
-        const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
-                           static_cast<unsigned char>(in[i + 2]);
-        out += {k[v >> 18], k[(v >> 12) & 63], k[(v >> 6) & 63], k[v & 63]};
-    }
-    if (i + 1 == in.size()) {
-        const unsigned v = static_cast<unsigned char>(in[i]) << 16;
-        out += {k[v >> 18], k[(v >> 12) & 63], '=', '='};
-    } else if (i + 2 == in.size()) {
-        const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
-        out += {k[v >> 18], k[(v >> 12) & 63], k[(v >> 6) & 63], '='};
-    }
-    return out;
-}
 
 // A header value: CR/LF removed (no header injection through a job name); when not ASCII, RFC 2047
 // encoded words of at most 75 characters (45 bytes of UTF-8 each, never cutting a character),
@@ -50,7 +32,7 @@ std::string header_value(const std::string& s) {
         while (n > 0 && i + n < clean.size() && (static_cast<unsigned char>(clean[i + n]) & 0xC0) == 0x80) --n;
         if (n == 0) n = std::min<std::size_t>(45, clean.size() - i);  // not UTF-8: cut anywhere
         if (!out.empty()) out += "\r\n ";
-        out += "=?UTF-8?B?" + base64(clean.substr(i, n)) + "?=";
+        out += "=?UTF-8?B?" + base64_encode(std::string_view(clean).substr(i, n)) + "?=";
         i += n;
     }
     return out;

@@ -1,0 +1,409 @@
+// mds-hub-sync's work (sync.h).
+#include "mds/hub/sync.h"
+
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "mds/hub/hash.h"
+#include "mds/util/error.h"
+#include "mds/util/files.h"
+
+namespace mds::hub {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kStateFormat = "mds-hub-sync-state/1";
+
+struct LocalFile {
+    std::string rel;        // relative to local_dir, '/'-separated
+    std::string repo_path;  // in the repository
+    std::string abs;
+    std::uint64_t size = 0;
+    std::int64_t mtime_ns = 0;
+    FileDigests digests;
+    bool hashed = false;
+    std::string sample;
+};
+
+std::string trim(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.erase(s.begin());
+    return s;
+}
+
+std::string default_state_file(const SyncOptions& o) {
+    std::string safe;
+    for (char c : o.repo.type + "-" + o.repo.id + "-" + o.repo.revision + (o.path_in_repo.empty() ? "" : "-" + o.path_in_repo))
+        safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+    return o.local_dir + "/.cache/mds-hub-sync/" + safe + ".json";
+}
+
+// An exclusive lock beside the state file, held for the whole run: two cron runs must not overlap.
+class RunLock {
+public:
+    explicit RunLock(const std::string& path) {
+        fs::create_directories(fs::path(path).parent_path());
+        fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd_ < 0) throw Error(errno_message("cannot open the lock file " + path, errno));
+        if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+            std::string holder(64, '\0');
+            const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
+            holder.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+            ::close(fd_);
+            throw Error("another mds-hub-sync is running on this folder and repository (lock " + path +
+                        (holder.empty() ? "" : ", pid " + trim(holder)) + ")");
+        }
+        const std::string pid = std::to_string(::getpid()) + "\n";
+        if (::ftruncate(fd_, 0) == 0) (void)::pwrite(fd_, pid.data(), pid.size(), 0);
+    }
+    ~RunLock() { ::close(fd_); }
+    RunLock(const RunLock&) = delete;
+    RunLock& operator=(const RunLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
+std::map<std::string, json> load_cache(const std::string& path) {
+    std::map<std::string, json> cache;
+    if (!file_exists(path)) return cache;
+    try {
+        const json j = json::parse(read_file(path));
+        if (j.value("format", std::string()) == kStateFormat && j.contains("files") && j["files"].is_object())
+            for (const auto& [k, v] : j["files"].items()) cache[k] = v;
+    } catch (const std::exception&) {
+        // A damaged cache only costs hashing again.
+    }
+    return cache;
+}
+
+void save_cache(const std::string& path, const std::vector<LocalFile>& files) {
+    json f = json::object();
+    for (const auto& lf : files)
+        if (lf.hashed)
+            f[lf.rel] = {{"size", lf.size}, {"mtime_ns", lf.mtime_ns}, {"sha256", lf.digests.sha256}, {"git_sha1", lf.digests.git_sha1}};
+    write_file_atomic(path, json{{"format", kStateFormat}, {"files", f}}.dump() + "\n");
+}
+
+std::string join_repo_path(const std::string& prefix, const std::string& rel) {
+    if (prefix.empty()) return rel;
+    std::string p = prefix;
+    while (!p.empty() && p.back() == '/') p.pop_back();
+    return p.empty() ? rel : p + "/" + rel;
+}
+
+}  // namespace
+
+bool path_selected(const std::string& path, const std::vector<std::string>& include, const std::vector<std::string>& exclude) {
+    auto matches = [&](std::string pattern) {
+        if (!pattern.empty() && pattern.back() == '/') pattern += "*";
+        return ::fnmatch(pattern.c_str(), path.c_str(), 0) == 0;
+    };
+    if (!include.empty() && std::none_of(include.begin(), include.end(), matches)) return false;
+    return std::none_of(exclude.begin(), exclude.end(), matches);
+}
+
+std::string find_token() {
+    if (const char* t = std::getenv("HF_TOKEN"); t && *t) return trim(t);
+    std::vector<std::string> files;
+    if (const char* p = std::getenv("HF_TOKEN_PATH"); p && *p) files.emplace_back(p);
+    if (const char* h = std::getenv("HF_HOME"); h && *h) files.push_back(std::string(h) + "/token");
+    if (const char* home = std::getenv("HOME"); home && *home) files.push_back(std::string(home) + "/.cache/huggingface/token");
+    for (const auto& f : files)
+        if (file_exists(f)) return trim(read_file(f));
+    return {};
+}
+
+SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
+    auto log = [&](const std::string& s) {
+        if (o.log) o.log(s);
+    };
+    auto warn = [&](const std::string& s) {
+        if (o.warn) o.warn(s);
+    };
+    SyncReport report;
+    report.dry_run = o.dry_run;
+    if (!fs::is_directory(o.local_dir)) throw Error(o.local_dir + ": not a directory");
+    const std::string state_path = o.state_file.empty() ? default_state_file(o) : o.state_file;
+    RunLock lock(state_path + ".lock");
+
+    // 1. The local files, with digests (cached by size and mtime).
+    std::vector<LocalFile> files;
+    const fs::path root(o.local_dir);
+    const std::string state_dir_rel = ".cache/mds-hub-sync/";
+    for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied);
+         it != fs::recursive_directory_iterator(); ++it) {
+        const std::string rel = fs::relative(it->path(), root).generic_string();
+        if (it->is_directory() && (rel == ".git" || rel == ".cache/mds-hub-sync")) {
+            it.disable_recursion_pending();
+            continue;
+        }
+        if (!it->is_regular_file() || it->is_symlink()) continue;
+        if (rel.rfind(state_dir_rel, 0) == 0 || !path_selected(rel, o.include, o.exclude)) continue;
+        LocalFile lf;
+        lf.rel = rel;
+        lf.repo_path = join_repo_path(o.path_in_repo, rel);
+        lf.abs = it->path().string();
+        files.push_back(std::move(lf));
+    }
+    std::sort(files.begin(), files.end(), [](const LocalFile& a, const LocalFile& b) { return a.rel < b.rel; });
+    report.local_files = files.size();
+    const auto cache = load_cache(state_path);
+    std::vector<LocalFile> usable;
+    for (auto& lf : files) {
+        struct stat st{};
+        if (::stat(lf.abs.c_str(), &st) != 0) {
+            report.failed.emplace_back(lf.repo_path, errno_message("cannot stat " + lf.abs, errno));
+            continue;
+        }
+        lf.size = static_cast<std::uint64_t>(st.st_size);
+        lf.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        if (auto c = cache.find(lf.rel); c != cache.end() && c->second.value("size", std::uint64_t{0}) == lf.size &&
+                                         c->second.value("mtime_ns", std::int64_t{0}) == lf.mtime_ns) {
+            lf.digests = {lf.size, c->second.value("sha256", std::string()), c->second.value("git_sha1", std::string())};
+            lf.hashed = !lf.digests.sha256.empty() && !lf.digests.git_sha1.empty();
+        }
+        if (!lf.hashed) {
+            try {
+                lf.digests = digest_file(lf.abs);
+                lf.hashed = true;
+                lf.size = lf.digests.size;
+            } catch (const Error& e) {
+                report.failed.emplace_back(lf.repo_path, e.what());
+                continue;
+            }
+        }
+        usable.push_back(lf);
+    }
+    if (!o.dry_run) {
+        try {
+            save_cache(state_path, usable);
+        } catch (const std::exception& e) {
+            warn(std::string("cannot save the digest cache: ") + e.what());
+        }
+    }
+
+    // 2. The remote side.
+    HttpClient http(o.http);
+    HubApi api(http, endpoint);
+    std::optional<std::string> head = api.head(o.repo);
+    if (!head) {
+        if (!o.create_repo)
+            throw Error(o.repo.type + " repository " + o.repo.id + " (revision " + o.repo.revision +
+                        ") not found, or the token cannot see it; --create-repo creates it");
+        if (o.dry_run) {
+            log("would create " + o.repo.type + " repository " + o.repo.id);
+        } else {
+            api.create_repo(o.repo, o.private_repo);
+            head = api.head(o.repo);
+            if (!head) throw Error("repository " + o.repo.id + " created, but revision " + o.repo.revision + " is not there");
+        }
+    }
+    std::map<std::string, RemoteEntry> remote;
+    if (head)
+        for (auto& e : api.list_tree(o.repo, o.path_in_repo))
+            if (!e.directory) remote[e.path] = std::move(e);
+
+    auto same_as_remote = [&](const LocalFile& lf) {
+        const auto it = remote.find(lf.repo_path);
+        if (it == remote.end()) return false;
+        if (it->second.lfs_sha256) return *it->second.lfs_sha256 == lf.digests.sha256;
+        return it->second.oid == lf.digests.git_sha1;
+    };
+    std::vector<LocalFile*> todo;
+    std::set<std::string> local_paths;
+    for (auto& lf : usable) {
+        local_paths.insert(lf.repo_path);
+        if (same_as_remote(lf)) ++report.unchanged;
+        else todo.push_back(&lf);
+    }
+    for (const auto& [path, e] : remote) {
+        if (local_paths.count(path) || path == ".gitattributes") continue;
+        std::string rel = path;
+        if (!o.path_in_repo.empty()) {
+            const std::string prefix = join_repo_path(o.path_in_repo, "");
+            if (rel.rfind(prefix, 0) != 0) continue;
+            rel = rel.substr(prefix.size());
+        }
+        if (path_selected(rel, o.include, o.exclude)) report.remote_only.push_back(path);
+    }
+
+    if (o.dry_run) {
+        for (auto* lf : todo) {
+            log("would upload " + lf->repo_path + " (" + format_bytes(static_cast<double>(lf->size)) + ")");
+            report.uploaded.push_back(lf->repo_path);
+            report.uploaded_bytes += lf->size;
+        }
+        for (const auto& p : report.remote_only) log((o.delete_remote ? "would delete " : "would keep (missing locally) ") + p);
+        if (o.delete_remote) report.deleted = report.remote_only;
+        return report;
+    }
+
+    // 3. Upload modes, then the LFS objects (in parallel).
+    std::vector<PreuploadFile> pre;
+    for (auto* lf : todo) {
+        std::string sample(std::min<std::uint64_t>(512, lf->size), '\0');
+        const int fd = ::open(lf->abs.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            const ssize_t n = ::pread(fd, sample.data(), sample.size(), 0);
+            sample.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+            ::close(fd);
+        }
+        pre.push_back({lf->repo_path, lf->size, sample});
+    }
+    const auto modes = pre.empty() ? std::vector<PreuploadAnswer>() : api.preupload(o.repo, pre);
+    std::map<std::string, PreuploadAnswer> mode_of;
+    for (const auto& m : modes) mode_of[m.path] = m;
+    std::vector<LocalFile*> lfs_files, regular_files;
+    for (auto* lf : todo) {
+        const auto it = mode_of.find(lf->repo_path);
+        if (it == mode_of.end()) {
+            report.failed.emplace_back(lf->repo_path, "the Hub's preupload answer does not mention it");
+            continue;
+        }
+        if (it->second.ignore) {
+            log("ignored by the repository's .gitignore: " + lf->repo_path);
+            continue;
+        }
+        (it->second.lfs ? lfs_files : regular_files).push_back(lf);
+    }
+    std::uint64_t total_bytes = 0;
+    for (auto* lf : todo) total_bytes += lf->size;
+    Progress progress("files", total_bytes, o.progress);
+    std::mutex mu;
+    std::uint64_t done_bytes = 0;
+    std::size_t done_files = 0;
+    std::set<std::string> lfs_ok;
+    if (!lfs_files.empty()) {
+        std::vector<std::pair<std::string, std::uint64_t>> objects;
+        std::map<std::string, LocalFile*> by_oid;
+        for (auto* lf : lfs_files)
+            if (by_oid.emplace(lf->digests.sha256, lf).second) objects.emplace_back(lf->digests.sha256, lf->size);
+        const auto transfers = api.lfs_batch(o.repo, objects);
+        std::atomic<std::size_t> next{0};
+        auto worker = [&]() {
+            HttpClient client(o.http);
+            HubApi wapi(client, endpoint);
+            for (std::size_t i = next++; i < transfers.size(); i = next++) {
+                const LfsTransfer& t = transfers[i];
+                const auto it = by_oid.find(t.oid);
+                if (it == by_oid.end()) continue;
+                LocalFile* lf = it->second;
+                std::uint64_t last = 0;
+                try {
+                    wapi.upload_lfs(t, lf->abs, [&](std::uint64_t sent) {
+                        std::lock_guard<std::mutex> g(mu);
+                        done_bytes += sent - last;
+                        last = sent;
+                        progress.update(done_files, done_bytes, done_bytes);
+                    });
+                    std::lock_guard<std::mutex> g(mu);
+                    done_bytes += lf->size - last;
+                    ++done_files;
+                    lfs_ok.insert(t.oid);
+                    progress.update(done_files, done_bytes, done_bytes);
+                    log((t.needed ? "uploaded " : "already on the Hub: ") + lf->repo_path);
+                } catch (const std::exception& e) {
+                    std::lock_guard<std::mutex> g(mu);
+                    report.failed.emplace_back(lf->repo_path, e.what());
+                }
+            }
+        };
+        std::vector<std::thread> threads;
+        const int n = std::max(1, std::min<int>(o.jobs, static_cast<int>(transfers.size())));
+        for (int i = 0; i < n; ++i) threads.emplace_back(worker);
+        for (auto& t : threads) t.join();
+    }
+
+    // 4. Commits of at most max_files_per_commit files, each on top of the last (parentCommit).
+    std::vector<CommitFile> ready;
+    std::vector<LocalFile*> ready_files;
+    for (auto* lf : regular_files) {
+        ready.push_back({CommitFile::Kind::regular, lf->repo_path, lf->abs, "", 0});
+        ready_files.push_back(lf);
+    }
+    for (auto* lf : lfs_files)
+        if (lfs_ok.count(lf->digests.sha256)) {
+            ready.push_back({CommitFile::Kind::lfs, lf->repo_path, "", lf->digests.sha256, lf->size});
+            ready_files.push_back(lf);
+        }
+    if (o.delete_remote)
+        for (const auto& p : report.remote_only) ready.push_back({CommitFile::Kind::deleted, p, "", "", 0});
+    const std::size_t per = std::max<std::size_t>(1, o.max_files_per_commit);
+    for (std::size_t start = 0; start < ready.size(); start += per) {
+        const std::vector<CommitFile> batch(ready.begin() + static_cast<std::ptrdiff_t>(start),
+                                            ready.begin() + static_cast<std::ptrdiff_t>(std::min(ready.size(), start + per)));
+        const std::string msg = o.commit_message.empty()
+                                    ? "mds-hub-sync: " + std::to_string(batch.size()) + " file(s)"
+                                    : o.commit_message;
+        std::string oid;
+        try {
+        for (int attempt = 1; oid.empty(); ++attempt) {
+            try {
+                oid = api.commit(o.repo, msg, batch, head);
+            } catch (const CommitUncertain& e) {
+                // Did it land? Compare the branch with what the batch wanted.
+                warn(std::string(e.what()) + "; checking the branch");
+                head = api.head(o.repo);
+                std::map<std::string, RemoteEntry> now;
+                for (auto& en : api.list_tree(o.repo, o.path_in_repo)) now[en.path] = en;
+                const bool landed = std::all_of(batch.begin(), batch.end(), [&](const CommitFile& f) {
+                    const auto it = now.find(f.path);
+                    if (f.kind == CommitFile::Kind::deleted) return it == now.end();
+                    if (it == now.end()) return false;
+                    if (f.kind == CommitFile::Kind::lfs) return it->second.lfs_sha256 && *it->second.lfs_sha256 == f.sha256;
+                    return it->second.oid == git_blob_sha1_hex(read_file(f.local_path));
+                });
+                if (landed) {
+                    oid = head.value_or("?");
+                    break;
+                }
+                if (attempt >= 3) throw;
+            } catch (const Error& e) {
+                // The branch moved (another writer): take its new head and try once more.
+                if (attempt < 3 && std::string(e.what()).find("HTTP 412") != std::string::npos) {
+                    head = api.head(o.repo);
+                    continue;
+                }
+                throw;
+            }
+        }
+        } catch (const Error& e) {
+            for (const auto& f : batch) report.failed.emplace_back(f.path, std::string("not committed: ") + e.what());
+            continue;
+        }
+        head = oid;
+        report.commits.push_back(oid);
+        for (const auto& f : batch) {
+            if (f.kind == CommitFile::Kind::deleted) {
+                report.deleted.push_back(f.path);
+                continue;
+            }
+            report.uploaded.push_back(f.path);
+        }
+        log("commit " + oid.substr(0, 12) + ": " + std::to_string(batch.size()) + " file(s)");
+    }
+    const std::set<std::string> committed(report.uploaded.begin(), report.uploaded.end());
+    for (auto* lf : ready_files)
+        if (committed.count(lf->repo_path)) report.uploaded_bytes += lf->size;
+    progress.finish();
+    return report;
+}
+
+}  // namespace mds::hub

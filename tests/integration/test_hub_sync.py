@@ -9,6 +9,8 @@
   - 150 new files go in commits of at most 100 files;
   - faults (500s on preupload, 429 with Retry-After on the LFS batch, a dropped part, a slow answer, a lost
     commit answer): the run succeeds and every file is on the Hub once, with no duplicate commit;
+  - killed with -9 mid-upload, then run again: finished, each object stored once, one commit; a second
+    run while one holds the lock is refused;
   - the token is never printed, not even with --verbose; --include/--exclude/--path-in-repo.
 Exits 77 without the binary or huggingface_hub."""
 import hashlib
@@ -17,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hub_server import HubServer  # noqa: E402
@@ -184,6 +187,32 @@ def main():
         fired = {f["path"]: f["fired"] for f in hub.faults()}
         check(fired == {"/preupload/": 2, r"\.git/info/lfs/objects/batch": 1, "^/_storage/multipart/": 1, "/tree/": 1,
                         "/commit/": 1}, f"every fault fired: {fired}")
+        # Killed mid-upload (-9), then run again: finished, every object stored once, one commit.
+        kill_dir = os.path.join(tmp, "killed")
+        write(os.path.join(kill_dir, "ckpt.pt"), os.urandom(1024 * KB))
+        write(os.path.join(kill_dir, "note.txt"), b"resumable\n")
+        krepo = "test-user/killed"
+        hub.add_fault(method="PUT", path="^/_storage/multipart/", delay=0.4, times=1000)
+        env = dict(os.environ, HF_TOKEN=TOKEN)
+        argv = [TOOL, kill_dir, krepo, "--endpoint", hub.url, "--create-repo", "--progress", "off"]
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with open(os.path.join(kill_dir, "ckpt.pt"), "rb") as f:
+            oid = hashlib.sha256(f.read()).hexdigest()
+        deadline = time.time() + 60
+        while time.time() < deadline and hub.stats()["lfs_puts"].get(oid, 0) < 3:
+            time.sleep(0.1)
+        # A second run while the first holds the lock is refused.
+        _, err = run(hub, kill_dir, krepo, expect_rc=1)
+        check("another mds-hub-sync is running" in err, f"overlapping runs are refused: {err}")
+        p.kill()
+        p.wait()
+        check(p.returncode == -9, f"the first run was killed mid-upload: {p.returncode}")
+        check(not remote_files(hub, krepo), "nothing committed before the kill")
+        hub.clear_faults()
+        out, err = run(hub, kill_dir, krepo)
+        check(out and sorted(out["uploaded"]) == ["ckpt.pt", "note.txt"] and not out["failed"], f"the re-run finishes: {out} {err}")
+        check(remote_files(hub, krepo) == local_files(kill_dir), "after the kill: the Hub holds the local files")
+        check(hub.stats()["lfs_stored"].get(oid) == 1 and len(hub.commits(krepo)) == 2, "stored once, one commit")
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)

@@ -458,6 +458,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = json.dumps(body).encode()
         elif isinstance(body, str):
             body = body.encode()
+        cut = self.fault.get("drop_after_write") if self.fault else None
+        dropping = self.command != "HEAD" and cut is not None and cut < len(body)
+        # Logged before the answer leaves: a client that reacts to it finds its request in the log.
+        self._record(None if dropping else status, 0 if self.command == "HEAD" else (cut if dropping else len(body)))
         self.send_response(status)
         if body or status not in (204, 304):
             self.send_header("Content-Type", ctype)
@@ -468,8 +472,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.status = status
         if self.command != "HEAD":
-            cut = self.fault.get("drop_after_write") if self.fault else None
-            if cut is not None and cut < len(body):
+            if dropping:
                 self.wfile.write(body[:cut])
                 self.wfile.flush()
                 self.resp_bytes = cut
@@ -514,18 +517,31 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return dict(rule)
         return None
 
+    def _record(self, status, resp_bytes):
+        """Appends this request to the log (once), with the status sent (None: no answer)."""
+        if self.logged or self.path.startswith("/_admin"):
+            return
+        self.logged = True
+        label = self.fault_label
+        with self.hub.lock:
+            self.hub._stats["requests"] += 1
+            self.hub._log.append({"method": self.command, "path": self.path, "status": status,
+                                  "req_bytes": self.body_len, "resp_bytes": resp_bytes, "fault": label,
+                                  "t": round(self.t0, 3)})
+
     def _handle(self):
-        hub = self.hub
         self.status, self.body_len, self.resp_bytes = None, 0, 0
+        self.logged = False
         self.fault = self._take_fault()
-        t0 = time.time()
+        self.t0 = time.time()
         f = self.fault
-        label = ",".join(k for k in ("status", "drop_after_read", "drop_after_write", "delay", "lose_response")
-                         if f.get(k)) if f else None
+        self.fault_label = ",".join(k for k in ("status", "drop_after_read", "drop_after_write", "delay", "lose_response")
+                                    if f.get(k)) if f else None
         try:
             self._dispatch(f)
         except _Drop:
             self.close_connection = True
+            self._record(None, self.resp_bytes)  # before the client sees the connection close
             try:
                 self.connection.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -544,12 +560,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 except OSError:
                     pass
         finally:
-            if not self.path.startswith("/_admin"):
-                with hub.lock:
-                    hub._stats["requests"] += 1
-                    hub._log.append({"method": self.command, "path": self.path, "status": self.status,
-                                     "req_bytes": self.body_len, "resp_bytes": self.resp_bytes, "fault": label,
-                                     "t": round(t0, 3)})
+            self._record(self.status, self.resp_bytes)  # no answer was sent (dropped, lost, client gone)
 
     def _dispatch(self, f):
         if f:

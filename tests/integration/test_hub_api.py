@@ -21,30 +21,14 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hub_server import HubServer  # noqa: E402
+from testkit import binary, check, finish, huggingface_hub_for_local_hub  # noqa: E402
 
-BIN = os.environ.get("MDS_BIN", "build/bin")
-PROBE = os.path.join(BIN, "hub_api_probe")
-if not os.path.exists(PROBE):
-    print(f"SKIP: {PROBE} not built")
-    sys.exit(77)
-try:
-    os.environ["HF_HUB_DISABLE_XET"] = "1"
-    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-    from huggingface_hub import HfApi, hf_hub_download
-except Exception as e:  # noqa: BLE001
-    print(f"SKIP: huggingface_hub not importable: {e}")
-    sys.exit(77)
+PROBE = binary("hub_api_probe")
+_hf = huggingface_hub_for_local_hub()
+HfApi, hf_hub_download = _hf.HfApi, _hf.hf_hub_download
 
 TOKEN = "hf_api_test_token"
 KB = 1024
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-    return cond
 
 
 def probe(hub, repo, *args, rtype="model", revision="main", expect_rc=0):
@@ -152,10 +136,7 @@ def main():
         out, _ = probe(hub, "test-user/oscar-shards", "upload", os.path.join(src, "logs"), rtype="dataset")
         check(out["regular"] == 1 and hub.files("test-user/oscar-shards", repo_type="dataset").get("main_log.txt"),
               f"dataset repositories: {out}")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish()
 
 
 if __name__ == "__main__":

@@ -21,21 +21,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hub_server import HubServer  # noqa: E402
+from testkit import binary, check, finish  # noqa: E402
 
-BIN = os.environ.get("MDS_BIN", "build/bin")
-PROBE = os.path.join(BIN, "hub_http_probe")
-if not os.path.exists(PROBE):
-    print(f"SKIP: {PROBE} not built")
-    sys.exit(77)
+PROBE = binary("hub_http_probe")
 TOKEN = "hf_secret_token_never_printed"
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-    return cond
 
 
 def probe(spec, expect_rc=0):
@@ -117,10 +106,7 @@ def main():
         check("credentials" in err, f"credentials in a URL are refused: {err}")
         _, err = probe({"url": "ftp://127.0.0.1/x"}, expect_rc=2)
         check("unsupported URL scheme" in err, f"other schemes are refused: {err}")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish()
 
 
 if __name__ == "__main__":

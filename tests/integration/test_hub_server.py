@@ -16,11 +16,9 @@ client, huggingface_hub, with Xet off (the LFS protocol the C++ tool speaks), wo
     every file stored exactly once (the server's counters);
   - the data plane refuses unsigned URLs; the state survives a restart; the command line and admin API.
 Exits 77 without huggingface_hub."""
-import atexit
 import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -29,41 +27,21 @@ import time
 import urllib.error
 import urllib.request
 
-os.environ["HF_HUB_DISABLE_XET"] = "1"  # the LFS protocol, not Xet (read at import)
-os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-os.environ.pop("HF_HUB_OFFLINE", None)
-os.environ.pop("HF_TOKEN", None)
-_tmp_home = tempfile.mkdtemp(prefix="hub-home-")
-atexit.register(shutil.rmtree, _tmp_home, True)
-os.environ["HF_HOME"] = _tmp_home  # no user token, no cache of the user's
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from hub_server import HubServer, git_blob_sha1, lfs_pointer  # noqa: E402
+from testkit import check, finish, huggingface_hub_for_local_hub  # noqa: E402
 
-try:
-    import huggingface_hub
-    from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError
-    from huggingface_hub.utils.sha import git_hash
-except ImportError as err:
-    print(f"SKIP: huggingface_hub not importable: {err}")
-    sys.exit(77)
+huggingface_hub = huggingface_hub_for_local_hub()
+from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download  # noqa: E402
+from huggingface_hub.errors import HfHubHTTPError, RemoteEntryNotFoundError, RepositoryNotFoundError  # noqa: E402
+from huggingface_hub.utils.sha import git_hash  # noqa: E402
 
 TOKEN = "hf_test_token"
 KIB = 1024
 CONFIG = dict(token=TOKEN, lfs_threshold=64 * KIB, binary_threshold=4 * KIB, multipart_threshold=256 * KIB,
               chunk_size=64 * KIB, tree_page_size=4, verify=True)
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-    return cond
 
 
 def raises(fn, exc):
@@ -430,10 +408,7 @@ def main():
         test_cli(tmp)
     print(f"hub server tests: huggingface_hub {huggingface_hub.__version__}, {n_requests} requests, "
           f"{time.time() - t0:.1f} s", file=sys.stderr)
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish()
 
 
 if __name__ == "__main__":

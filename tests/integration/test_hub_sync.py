@@ -23,30 +23,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hub_server import HubServer  # noqa: E402
+from testkit import binary, check, finish, huggingface_hub_for_local_hub  # noqa: E402
 
-BIN = os.environ.get("MDS_BIN", "build/bin")
-TOOL = os.path.join(BIN, "mds-hub-sync")
-if not os.path.exists(TOOL):
-    print(f"SKIP: {TOOL} not built")
-    sys.exit(77)
-try:
-    os.environ["HF_HUB_DISABLE_XET"] = "1"
-    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-    from huggingface_hub import hf_hub_download
-except Exception as e:  # noqa: BLE001
-    print(f"SKIP: huggingface_hub not importable: {e}")
-    sys.exit(77)
+TOOL = binary("mds-hub-sync")
+hf_hub_download = huggingface_hub_for_local_hub().hf_hub_download
 
 TOKEN = "hf_sync_token_never_printed"
 KB = 1024
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-    return cond
 
 
 def run(hub, local, repo, *args, token=TOKEN, expect_rc=0, home=None):
@@ -213,10 +196,7 @@ def main():
         check(out and sorted(out["uploaded"]) == ["ckpt.pt", "note.txt"] and not out["failed"], f"the re-run finishes: {out} {err}")
         check(remote_files(hub, krepo) == local_files(kill_dir), "after the kill: the Hub holds the local files")
         check(hub.stats()["lfs_stored"].get(oid) == 1 and len(hub.commits(krepo)) == 2, "stored once, one commit")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish()
 
 
 if __name__ == "__main__":

@@ -23,26 +23,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from slurm_cluster import SlurmCluster  # noqa: E402
+from testkit import check, finish, skip  # noqa: E402
 
 BIN = os.path.abspath(os.environ.get("MDS_BIN", "build/bin"))
 SOURCE = os.environ.get("MDS_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 TOOL = os.path.join(BIN, "mds-slurm-status")
 why = SlurmCluster.unavailable()
 if why:
-    print(f"SKIP: {why}")
-    sys.exit(77)
+    skip(why)
 if not os.path.exists(TOOL):
-    print(f"SKIP: {TOOL} not built")
-    sys.exit(77)
+    skip(f"{TOOL} not built")
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-    return cond
 
 
 def status(cluster, *args, timeout=120):
@@ -355,10 +346,7 @@ def main():
         test_cron_example(c, tmp)
         test_delivery_and_unreachable(c, tmp)
         print(f"slurm tests: {time.time() - t0:.1f} s", file=sys.stderr)
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
-    print("ok")
+    finish()
 
 
 if __name__ == "__main__":

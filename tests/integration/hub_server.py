@@ -307,6 +307,14 @@ class HubServer:
             self._stats["lfs_objects_stored"] += 1
             self._stats["lfs_stored"][oid] = self._stats["lfs_stored"].get(oid, 0) + 1
 
+    def _store_lfs_file(self, oid, path):
+        """Moves a complete object file into the store."""
+        with self.lock:
+            os.makedirs(os.path.dirname(self._lfs_path(oid)), exist_ok=True)
+            os.replace(path, self._lfs_path(oid))
+            self._stats["lfs_objects_stored"] += 1
+            self._stats["lfs_stored"][oid] = self._stats["lfs_stored"].get(oid, 0) + 1
+
     def _lfs_size(self, oid):
         try:
             return os.path.getsize(self._lfs_path(oid))
@@ -1078,14 +1086,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for x in parts:
             if up["parts"].get(x["partNumber"]) != x.get("etag"):
                 raise HubError(400, f"InvalidPart: part {x['partNumber']} missing or its ETag differs")
+        # Assembled on disk, block by block (objects of several GB must not pass through memory).
         d = os.path.join(hub.root, "uploads", upload_id)
-        data = b""
-        for n in range(1, up["nparts"] + 1):
-            with open(os.path.join(d, str(n)), "rb") as f:
-                data += f.read()
-        if len(data) != up["size"] or hashlib.sha256(data).hexdigest() != up["oid"]:
+        assembled = os.path.join(d, "assembled")
+        digest, size = hashlib.sha256(), 0
+        with open(assembled, "wb") as out:
+            for n in range(1, up["nparts"] + 1):
+                with open(os.path.join(d, str(n)), "rb") as f:
+                    while block := f.read(16 << 20):
+                        digest.update(block)
+                        size += len(block)
+                        out.write(block)
+        if size != up["size"] or digest.hexdigest() != up["oid"]:
             raise HubError(400, "BadDigest: the assembled object does not match its sha256 / size", "BadDigest")
-        hub._store_lfs(up["oid"], data)
+        hub._store_lfs_file(up["oid"], assembled)
         shutil.rmtree(d, ignore_errors=True)
         with hub.lock:
             hub.uploads.pop(upload_id, None)

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
             throw mds::UsageError("no Hugging Face token: set HF_TOKEN, or log in so that ~/.cache/huggingface/token exists");
         o.http.user_agent = std::string("mds-hub-sync/") + mds::mds_version();
         o.progress = progress.resolved();
+        o.progress_interval_s = progress.interval_s;
         if (verbose && !progress.quiet) o.log = [](const std::string& m) { mds::print_info(m); };
         o.warn = [](const std::string& m) { mds::print_warning(m); };
         o.http.on_retry = [&](int n, double s, const std::string& why) {

@@ -9,6 +9,8 @@
   - 150 new files go in commits of at most 100 files;
   - faults (500s on preupload, 429 with Retry-After on the LFS batch, a dropped part, a slow answer, a lost
     commit answer): the run succeeds and every file is on the Hub once, with no duplicate commit;
+  - files appended to during the run (a live log and events file) are sent as the snapshot that was hashed,
+    a prefix of the grown file; the next run completes them;
   - killed with -9 mid-upload, then run again: finished, each object stored once, one commit; a second
     run while one holds the lock is refused;
   - the token is never printed, not even with --verbose; --include/--exclude/--path-in-repo.
@@ -19,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -170,6 +173,42 @@ def main():
         fired = {f["path"]: f["fired"] for f in hub.faults()}
         check(fired == {"/preupload/": 2, r"\.git/info/lfs/objects/batch": 1, "^/_storage/multipart/": 1, "/tree/": 1,
                         "/commit/": 1}, f"every fault fired: {fired}")
+        # Files appended to while the run reads them (a live main_log.txt and TensorBoard events): each is
+        # sent as the snapshot taken when it was hashed, a prefix of what it becomes; the next run sends the rest.
+        live = os.path.join(tmp, "live")
+        write(os.path.join(live, "logs", "main_log.txt"), b" iteration       1/  292968 |\n" * 2000)
+        write(os.path.join(live, "tensorboard", "events.out.tfevents.1"), os.urandom(300 * KB))
+        stop = threading.Event()
+
+        def append():
+            i = 0
+            while not stop.is_set():
+                with open(os.path.join(live, "logs", "main_log.txt"), "ab") as f:
+                    f.write(f" iteration {i:7d}/  292968 |\n".encode())
+                with open(os.path.join(live, "tensorboard", "events.out.tfevents.1"), "ab") as f:
+                    f.write(os.urandom(512))
+                i += 1
+                time.sleep(0.002)
+
+        t = threading.Thread(target=append)
+        hub.add_fault(method="PUT", path="^/_storage/", delay=0.3, times=100)  # let the files grow meanwhile
+        t.start()
+        try:
+            out, err = run(hub, live, "test-user/live", "--create-repo")
+        finally:
+            stop.set()
+            t.join()
+        hub.clear_faults()
+        check(out and sorted(out["uploaded"]) == ["logs/main_log.txt", "tensorboard/events.out.tfevents.1"] and
+              not out["failed"], f"growing files are uploaded: {out} {err}")
+        final = local_files(live)
+        got = remote_files(hub, "test-user/live")
+        for p in final:
+            check(p in got and len(got[p]) < len(final[p]) and final[p].startswith(got[p]),
+                  f"{p}: the Hub has a prefix of the grown file ({len(got.get(p, b''))} of {len(final[p])} bytes)")
+        out, _ = run(hub, live, "test-user/live")
+        check(remote_files(hub, "test-user/live") == local_files(live), "the next run sends the grown files whole")
+
         # Killed mid-upload (-9), then run again: finished, every object stored once, one commit.
         kill_dir = os.path.join(tmp, "killed")
         write(os.path.join(kill_dir, "ckpt.pt"), os.urandom(1024 * KB))

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
                     files.push_back({CommitFile::Kind::lfs, rel[i], "", digests[i].sha256, digests[i].size});
                     ++lfs;
                 } else {
-                    files.push_back({CommitFile::Kind::regular, rel[i], dir + "/" + rel[i], "", 0});
+                    files.push_back({CommitFile::Kind::regular, rel[i], dir + "/" + rel[i], "", digests[i].size});
                     ++regular;
                 }
             }

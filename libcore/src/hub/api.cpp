@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "mds/hub/hash.h"
 #include "mds/util/base64.h"
 #include "mds/util/files.h"
 
@@ -247,8 +248,9 @@ void HubApi::upload_lfs(const LfsTransfer& t, const std::string& local_path,
                         const std::function<void(std::uint64_t)>& progress) {
     if (!t.error.empty()) throw Error("LFS object " + t.oid + " of " + local_path + ": " + t.error);
     if (!t.needed) return;
-    if (file_size(local_path) != t.size)
-        throw Error(local_path + " changed size since it was hashed (" + std::to_string(t.size) + " bytes expected)");
+    if (file_size(local_path) < t.size)
+        throw Error(local_path + " is shorter than when it was hashed (" + std::to_string(t.size) +
+                    " bytes): it was truncated or replaced");
     std::uint64_t chunk = 0;
     std::vector<std::pair<std::string, std::string>> parts;  // "00001" → URL
     for (const auto& [k, v] : t.upload_header) {
@@ -321,7 +323,7 @@ std::string HubApi::commit(const RepoRef& repo, const std::string& summary, cons
         switch (f.kind) {
             case CommitFile::Kind::regular:
                 line = {{"key", "file"},
-                        {"value", {{"content", base64_encode(read_file(f.local_path))}, {"path", f.path}, {"encoding", "base64"}}}};
+                        {"value", {{"content", base64_encode(read_file_prefix(f.local_path, f.size))}, {"path", f.path}, {"encoding", "base64"}}}};
                 break;
             case CommitFile::Kind::lfs:
                 line = {{"key", "lfsFile"}, {"value", {{"path", f.path}, {"algo", "sha256"}, {"oid", f.sha256}, {"size", f.size}}}};

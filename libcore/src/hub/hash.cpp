@@ -6,11 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "mds/util/error.h"
+#include "mds/util/files.h"
 
 namespace mds::hub {
 namespace {
@@ -55,7 +58,10 @@ std::string git_blob_sha1_hex(std::string_view bytes) {
     return d.hex();
 }
 
-FileDigests digest_file(const std::string& path) {
+namespace {
+
+// Digests of the first `limit` bytes (all of the file when `limit` is none).
+FileDigests digest(const std::string& path, std::optional<std::uint64_t> limit) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw Error(errno_message("cannot read " + path, errno));
     struct Closer {
@@ -66,14 +72,19 @@ FileDigests digest_file(const std::string& path) {
     if (::fstat(fd, &st) != 0) throw Error(errno_message("cannot stat " + path, errno));
     if (!S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
     FileDigests out;
-    out.size = static_cast<std::uint64_t>(st.st_size);
+    out.size = limit ? *limit : static_cast<std::uint64_t>(st.st_size);
+    if (limit && static_cast<std::uint64_t>(st.st_size) < *limit)
+        throw Error(path + " is shorter (" + std::to_string(st.st_size) + " bytes) than the " + std::to_string(*limit) +
+                    " bytes to hash: it was truncated or replaced");
     Digest sha256(EVP_sha256()), sha1(EVP_sha1());
     const std::string h = blob_header(out.size);
     sha1.update(h.data(), h.size());
     std::vector<char> buf(1 << 20);
     std::uint64_t done = 0;
     for (;;) {
-        const ssize_t r = ::read(fd, buf.data(), buf.size());
+        const std::size_t want = limit ? static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), out.size - done)) : buf.size();
+        if (want == 0) break;
+        const ssize_t r = ::read(fd, buf.data(), want);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) throw Error(errno_message("cannot read " + path + " at byte " + std::to_string(done), errno));
         if (r == 0) break;
@@ -88,6 +99,21 @@ FileDigests digest_file(const std::string& path) {
     out.sha256 = sha256.hex();
     out.git_sha1 = sha1.hex();
     return out;
+}
+
+}  // namespace
+
+FileDigests digest_file(const std::string& path) { return digest(path, std::nullopt); }
+
+FileDigests digest_file_prefix(const std::string& path, std::uint64_t size) { return digest(path, size); }
+
+std::string read_file_prefix(const std::string& path, std::uint64_t size) {
+    std::string s = read_file(path);
+    if (s.size() < size)
+        throw Error(path + " is shorter (" + std::to_string(s.size()) + " bytes) than when it was hashed (" +
+                    std::to_string(size) + "): it was truncated or replaced");
+    s.resize(static_cast<std::size_t>(size));
+    return s;
 }
 
 }  // namespace mds::hub

@@ -166,6 +166,13 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
     report.local_files = files.size();
     const auto cache = load_cache(state_path);
     std::vector<LocalFile> usable;
+    std::uint64_t scan_bytes = 0;
+    for (const auto& lf : files) {
+        std::error_code ec;
+        scan_bytes += fs::file_size(lf.abs, ec);
+    }
+    Progress hashing("files checked", scan_bytes, o.progress, o.progress_interval_s);
+    std::uint64_t checked_bytes = 0;
     for (auto& lf : files) {
         struct stat st{};
         if (::stat(lf.abs.c_str(), &st) != 0) {
@@ -181,7 +188,7 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
         }
         if (!lf.hashed) {
             try {
-                lf.digests = digest_file(lf.abs);
+                lf.digests = digest_file_prefix(lf.abs, lf.size);  // a snapshot of a growing file
                 lf.hashed = true;
                 lf.size = lf.digests.size;
             } catch (const Error& e) {
@@ -189,8 +196,11 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
                 continue;
             }
         }
+        checked_bytes += lf.size;
+        hashing.update(usable.size() + 1, checked_bytes, checked_bytes);
         usable.push_back(lf);
     }
+    hashing.finish();
     if (!o.dry_run) {
         try {
             save_cache(state_path, usable);
@@ -285,7 +295,7 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
     }
     std::uint64_t total_bytes = 0;
     for (auto* lf : todo) total_bytes += lf->size;
-    Progress progress("files", total_bytes, o.progress);
+    Progress progress("files", total_bytes, o.progress, o.progress_interval_s);
     std::mutex mu;
     std::uint64_t done_bytes = 0;
     std::size_t done_files = 0;
@@ -335,7 +345,7 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
     std::vector<CommitFile> ready;
     std::vector<LocalFile*> ready_files;
     for (auto* lf : regular_files) {
-        ready.push_back({CommitFile::Kind::regular, lf->repo_path, lf->abs, "", 0});
+        ready.push_back({CommitFile::Kind::regular, lf->repo_path, lf->abs, "", lf->size});
         ready_files.push_back(lf);
     }
     for (auto* lf : lfs_files)
@@ -368,7 +378,7 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
                     if (f.kind == CommitFile::Kind::deleted) return it == now.end();
                     if (it == now.end()) return false;
                     if (f.kind == CommitFile::Kind::lfs) return it->second.lfs_sha256 && *it->second.lfs_sha256 == f.sha256;
-                    return it->second.oid == git_blob_sha1_hex(read_file(f.local_path));
+                    return it->second.oid == git_blob_sha1_hex(read_file_prefix(f.local_path, f.size));
                 });
                 if (landed) {
                     oid = head.value_or("?");

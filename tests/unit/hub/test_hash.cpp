@@ -42,6 +42,20 @@ TEST_CASE("hub: digest_file reads once, in blocks, and agrees with the in-memory
     }
 }
 
+TEST_CASE("hub: the digests of a prefix: a consistent snapshot of a file being appended to") {
+    const auto dir = mds::test::scratch_dir("hub-hash-prefix");
+    const std::string path = (dir / "main_log.txt").string();
+    mds::write_file_atomic(path, "iteration 10\niteration 20\n");
+    const FileDigests d = digest_file_prefix(path, 13);
+    CHECK(d.size == 13);
+    CHECK(d.sha256 == sha256_hex("iteration 10\n"));
+    CHECK(d.git_sha1 == git_blob_sha1_hex("iteration 10\n"));
+    CHECK(read_file_prefix(path, 13) == "iteration 10\n");
+    CHECK(digest_file_prefix(path, 26).sha256 == digest_file(path).sha256);
+    CHECK_THROWS_WITH_AS(digest_file_prefix(path, 27), doctest::Contains("shorter"), mds::Error);
+    CHECK_THROWS_WITH_AS(read_file_prefix(path, 100), doctest::Contains("truncated or replaced"), mds::Error);
+}
+
 TEST_CASE("hub: digest_file errors name the file") {
     const auto dir = mds::test::scratch_dir("hub-hash-errors");
     CHECK_THROWS_WITH_AS(digest_file((dir / "missing").string()), doctest::Contains("missing"), mds::Error);

@@ -62,9 +62,9 @@ struct LfsTransfer {
 struct CommitFile {
     enum class Kind { regular, lfs, deleted } kind = Kind::regular;
     std::string path;         // in the repository
-    std::string local_path;   // regular: its bytes go inline (base64)
+    std::string local_path;   // regular: its first `size` bytes go inline (base64)
     std::string sha256;       // lfs
-    std::uint64_t size = 0;   // lfs
+    std::uint64_t size = 0;   // the bytes hashed (a growing file is sent as that prefix)
 };
 
 class HubApi {
@@ -80,8 +80,8 @@ public:
     std::vector<RemoteEntry> list_tree(const RepoRef& repo, const std::string& path_in_repo = "");
     std::vector<PreuploadAnswer> preupload(const RepoRef& repo, const std::vector<PreuploadFile>& files);
     std::vector<LfsTransfer> lfs_batch(const RepoRef& repo, const std::vector<std::pair<std::string, std::uint64_t>>& objects);
-    // Uploads `local_path` (which must still have the object's size and sha256) as the transfer
-    // says: one PUT, or the parts of a multipart transfer and their completion; then verify.
+    // Uploads the first transfer.size bytes of `local_path` (which must still hash to the object's
+    // sha256; a file appended to since is fine) as the transfer says: one PUT, or the parts of a multipart transfer and their completion; then verify.
     // `progress(bytes)` is called with the bytes of this object sent so far.
     void upload_lfs(const LfsTransfer& transfer, const std::string& local_path,
                     const std::function<void(std::uint64_t)>& progress = {});

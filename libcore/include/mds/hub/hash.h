@@ -16,8 +16,13 @@ struct FileDigests {
 };
 
 // Reads `path` once. Throws mds::Error naming the file when it cannot be read, or when it changes
-// size while being read (a growing log: hash it again later).
+// size while being read.
 FileDigests digest_file(const std::string& path);
+// The digests of the first `size` bytes only: a consistent snapshot of a file that is being
+// appended to (a log, TensorBoard events). Throws when the file is shorter.
+FileDigests digest_file_prefix(const std::string& path, std::uint64_t size);
+// The first `size` bytes of a file (throws when it is shorter).
+std::string read_file_prefix(const std::string& path, std::uint64_t size);
 
 std::string sha256_hex(std::string_view bytes);
 std::string git_blob_sha1_hex(std::string_view bytes);

@@ -31,6 +31,7 @@ struct SyncOptions {
     std::string state_file;               // empty: <local_dir>/.cache/mds-hub-sync/<repo>.json
     std::string commit_message;           // empty: "mds-hub-sync: N files"
     Progress::Mode progress = Progress::Mode::Auto;
+    double progress_interval_s = 30.0;    // between progress lines (not on a terminal)
     HttpOptions http;                     // token, retries; one client per upload thread
     std::function<void(const std::string&)> log;  // one line per action (verbose); may be empty
     std::function<void(const std::string&)> warn;

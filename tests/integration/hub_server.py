@@ -176,16 +176,18 @@ class HubServer:
     # ---------------------------------------------------------------- lifecycle
     def start(self):
         handler = type("Handler", (_Handler,), {"hub": self})
-        self.httpd = http.server.ThreadingHTTPServer((self.host, self._port), handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Server((self.host, self._port), handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
         return self
 
     def stop(self):
+        """Stops accepting, then waits for the requests in flight: a handler still writing an upload from a client
+        that was killed must be done before the caller removes the root (else rmtree races it)."""
         if self.httpd:
             self.httpd.shutdown()
             self.httpd.server_close()
+            self.httpd.join_handlers(timeout_s=30)
             self.httpd = None
 
     def __enter__(self):
@@ -423,8 +425,52 @@ class HubServer:
             raise HubError(403, "Request has expired", "AccessDenied")
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    """Keeps its handler threads so that stop() can wait for the requests in flight (ThreadingHTTPServer's daemon
+    threads are not waited for) and close the connections that sit idle between keep-alive requests."""
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.handlers, self.busy, self.handlers_lock = [], set(), threading.Lock()
+
+    def process_request(self, request, client_address):
+        t = threading.Thread(target=self.process_request_thread, args=(request, client_address), daemon=True)
+        with self.handlers_lock:
+            self.handlers = [(h, r) for h, r in self.handlers if h.is_alive()] + [(t, request)]
+        t.start()
+
+    def set_busy(self, request, busy):
+        with self.handlers_lock:
+            (self.busy.add if busy else self.busy.discard)(request)
+
+    def join_handlers(self, timeout_s):
+        deadline = time.monotonic() + timeout_s
+        with self.handlers_lock:
+            handlers = list(self.handlers)
+            for _, request in handlers:
+                if request not in self.busy:
+                    try:
+                        request.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+        for t, _ in handlers:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def parse_request(self):
+        self.server.set_busy(self.request, True)
+        return super().parse_request()
+
+    def handle_one_request(self):
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.set_busy(self.request, False)
     disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stalls
     hub = None  # set by HubServer.start
 

@@ -101,7 +101,40 @@ FileDigests digest(const std::string& path, std::optional<std::uint64_t> limit) 
     return out;
 }
 
+// One digest of bytes [offset, offset + length).
+std::string digest_range(const std::string& path, std::uint64_t offset, std::uint64_t length, const EVP_MD* md) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(errno_message("cannot read " + path, errno));
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    Digest d(md);
+    std::vector<char> buf(1 << 20);
+    std::uint64_t done = 0;
+    while (done < length) {
+        const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), length - done));
+        const ssize_t r = ::pread(fd, buf.data(), want, static_cast<off_t>(offset + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) throw Error(errno_message("cannot read " + path + " at byte " + std::to_string(offset + done), errno));
+        if (r == 0)
+            throw Error(path + " is shorter (" + std::to_string(offset + done) + " bytes) than when it was hashed (" +
+                        std::to_string(offset + length) + "): it was truncated or replaced");
+        d.update(buf.data(), static_cast<std::size_t>(r));
+        done += static_cast<std::uint64_t>(r);
+    }
+    return d.hex();
+}
+
 }  // namespace
+
+std::string sha256_file_range(const std::string& path, std::uint64_t offset, std::uint64_t length) {
+    return digest_range(path, offset, length, EVP_sha256());
+}
+
+std::string md5_file_range(const std::string& path, std::uint64_t offset, std::uint64_t length) {
+    return digest_range(path, offset, length, EVP_md5());
+}
 
 FileDigests digest_file(const std::string& path) { return digest(path, std::nullopt); }
 

@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "hub/local_scan.h"
 #include "mds/hub/hash.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
@@ -26,87 +27,8 @@ namespace mds::hub {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
-
-constexpr const char* kStateFormat = "mds-hub-sync-state/1";
-
-struct LocalFile {
-    std::string rel;        // relative to local_dir, '/'-separated
-    std::string repo_path;  // in the repository
-    std::string abs;
-    std::uint64_t size = 0;
-    std::int64_t mtime_ns = 0;
-    FileDigests digests;
-    bool hashed = false;
-    std::string sample;
-};
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.erase(s.begin());
-    return s;
-}
-
-std::string default_state_file(const SyncOptions& o) {
-    std::string safe;
-    for (char c : o.repo.type + "-" + o.repo.id + "-" + o.repo.revision + (o.path_in_repo.empty() ? "" : "-" + o.path_in_repo))
-        safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
-    return o.local_dir + "/.cache/mds-hub-sync/" + safe + ".json";
-}
-
-// An exclusive lock beside the state file, held for the whole run: two cron runs must not overlap.
-class RunLock {
-public:
-    explicit RunLock(const std::string& path) {
-        fs::create_directories(fs::path(path).parent_path());
-        fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (fd_ < 0) throw Error(errno_message("cannot open the lock file " + path, errno));
-        if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-            std::string holder(64, '\0');
-            const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
-            holder.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-            ::close(fd_);
-            throw Error("another mds-hub-sync is running on this folder and repository (lock " + path +
-                        (holder.empty() ? "" : ", pid " + trim(holder)) + ")");
-        }
-        const std::string pid = std::to_string(::getpid()) + "\n";
-        if (::ftruncate(fd_, 0) == 0) (void)::pwrite(fd_, pid.data(), pid.size(), 0);
-    }
-    ~RunLock() { ::close(fd_); }
-    RunLock(const RunLock&) = delete;
-    RunLock& operator=(const RunLock&) = delete;
-
-private:
-    int fd_ = -1;
-};
-
-std::map<std::string, json> load_cache(const std::string& path) {
-    std::map<std::string, json> cache;
-    if (!file_exists(path)) return cache;
-    try {
-        const json j = json::parse(read_file(path));
-        if (j.value("format", std::string()) == kStateFormat && j.contains("files") && j["files"].is_object())
-            for (const auto& [k, v] : j["files"].items()) cache[k] = v;
-    } catch (const std::exception&) {
-        // A damaged cache only costs hashing again.
-    }
-    return cache;
-}
-
-void save_cache(const std::string& path, const std::vector<LocalFile>& files) {
-    json f = json::object();
-    for (const auto& lf : files)
-        if (lf.hashed)
-            f[lf.rel] = {{"size", lf.size}, {"mtime_ns", lf.mtime_ns}, {"sha256", lf.digests.sha256}, {"git_sha1", lf.digests.git_sha1}};
-    write_file_atomic(path, json{{"format", kStateFormat}, {"files", f}}.dump() + "\n");
-}
-
-std::string join_repo_path(const std::string& prefix, const std::string& rel) {
-    if (prefix.empty()) return rel;
-    std::string p = prefix;
-    while (!p.empty() && p.back() == '/') p.pop_back();
-    return p.empty() ? rel : p + "/" + rel;
-}
+using detail::LocalFile;
+using detail::trim;
 
 }  // namespace
 
@@ -140,74 +62,15 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
     SyncReport report;
     report.dry_run = o.dry_run;
     if (!fs::is_directory(o.local_dir)) throw Error(o.local_dir + ": not a directory");
-    const std::string state_path = o.state_file.empty() ? default_state_file(o) : o.state_file;
-    RunLock lock(state_path + ".lock");
+    const std::string state_path =
+        o.state_file.empty()
+            ? detail::default_state_file(o.local_dir, o.repo.type + "-" + o.repo.id + "-" + o.repo.revision +
+                                                          (o.path_in_repo.empty() ? "" : "-" + o.path_in_repo))
+            : o.state_file;
+    detail::RunLock lock(state_path + ".lock");
 
     // 1. The local files, with digests (cached by size and mtime).
-    std::vector<LocalFile> files;
-    const fs::path root(o.local_dir);
-    const std::string state_dir_rel = ".cache/mds-hub-sync/";
-    for (auto it = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied);
-         it != fs::recursive_directory_iterator(); ++it) {
-        const std::string rel = fs::relative(it->path(), root).generic_string();
-        if (it->is_directory() && (rel == ".git" || rel == ".cache/mds-hub-sync")) {
-            it.disable_recursion_pending();
-            continue;
-        }
-        if (!it->is_regular_file() || it->is_symlink()) continue;
-        if (rel.rfind(state_dir_rel, 0) == 0 || !path_selected(rel, o.include, o.exclude)) continue;
-        LocalFile lf;
-        lf.rel = rel;
-        lf.repo_path = join_repo_path(o.path_in_repo, rel);
-        lf.abs = it->path().string();
-        files.push_back(std::move(lf));
-    }
-    std::sort(files.begin(), files.end(), [](const LocalFile& a, const LocalFile& b) { return a.rel < b.rel; });
-    report.local_files = files.size();
-    const auto cache = load_cache(state_path);
-    std::vector<LocalFile> usable;
-    std::uint64_t scan_bytes = 0;
-    for (const auto& lf : files) {
-        std::error_code ec;
-        scan_bytes += fs::file_size(lf.abs, ec);
-    }
-    Progress hashing("files checked", scan_bytes, o.progress, o.progress_interval_s);
-    std::uint64_t checked_bytes = 0;
-    for (auto& lf : files) {
-        struct stat st{};
-        if (::stat(lf.abs.c_str(), &st) != 0) {
-            report.failed.emplace_back(lf.repo_path, errno_message("cannot stat " + lf.abs, errno));
-            continue;
-        }
-        lf.size = static_cast<std::uint64_t>(st.st_size);
-        lf.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-        if (auto c = cache.find(lf.rel); c != cache.end() && c->second.value("size", std::uint64_t{0}) == lf.size &&
-                                         c->second.value("mtime_ns", std::int64_t{0}) == lf.mtime_ns) {
-            lf.digests = {lf.size, c->second.value("sha256", std::string()), c->second.value("git_sha1", std::string())};
-            lf.hashed = !lf.digests.sha256.empty() && !lf.digests.git_sha1.empty();
-        }
-        if (!lf.hashed) {
-            try {
-                lf.digests = digest_file_prefix(lf.abs, lf.size);  // a snapshot of a growing file
-                lf.hashed = true;
-                lf.size = lf.digests.size;
-            } catch (const Error& e) {
-                report.failed.emplace_back(lf.repo_path, e.what());
-                continue;
-            }
-        }
-        checked_bytes += lf.size;
-        hashing.update(usable.size() + 1, checked_bytes, checked_bytes);
-        usable.push_back(lf);
-    }
-    hashing.finish();
-    if (!o.dry_run) {
-        try {
-            save_cache(state_path, usable);
-        } catch (const std::exception& e) {
-            warn(std::string("cannot save the digest cache: ") + e.what());
-        }
-    }
+    std::vector<LocalFile> usable = detail::scan_local(o, state_path, o.path_in_repo, report).files;
 
     // 2. The remote side.
     HttpClient http(o.http);
@@ -231,7 +94,7 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
             if (!e.directory) remote[e.path] = std::move(e);
 
     auto same_as_remote = [&](const LocalFile& lf) {
-        const auto it = remote.find(lf.repo_path);
+        const auto it = remote.find(lf.remote_path);
         if (it == remote.end()) return false;
         if (it->second.lfs_sha256) return *it->second.lfs_sha256 == lf.digests.sha256;
         return it->second.oid == lf.digests.git_sha1;
@@ -239,7 +102,7 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
     std::vector<LocalFile*> todo;
     std::set<std::string> local_paths;
     for (auto& lf : usable) {
-        local_paths.insert(lf.repo_path);
+        local_paths.insert(lf.remote_path);
         if (same_as_remote(lf)) ++report.unchanged;
         else todo.push_back(&lf);
     }
@@ -247,7 +110,7 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
         if (local_paths.count(path) || path == ".gitattributes") continue;
         std::string rel = path;
         if (!o.path_in_repo.empty()) {
-            const std::string prefix = join_repo_path(o.path_in_repo, "");
+            const std::string prefix = detail::join_remote_path(o.path_in_repo, "");
             if (rel.rfind(prefix, 0) != 0) continue;
             rel = rel.substr(prefix.size());
         }
@@ -256,8 +119,8 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
 
     if (o.dry_run) {
         for (auto* lf : todo) {
-            log("would upload " + lf->repo_path + " (" + format_bytes(static_cast<double>(lf->size)) + ")");
-            report.uploaded.push_back(lf->repo_path);
+            log("would upload " + lf->remote_path + " (" + format_bytes(static_cast<double>(lf->size)) + ")");
+            report.uploaded.push_back(lf->remote_path);
             report.uploaded_bytes += lf->size;
         }
         for (const auto& p : report.remote_only) log((o.delete_remote ? "would delete " : "would keep (missing locally) ") + p);
@@ -275,20 +138,20 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
             sample.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
             ::close(fd);
         }
-        pre.push_back({lf->repo_path, lf->size, sample});
+        pre.push_back({lf->remote_path, lf->size, sample});
     }
     const auto modes = pre.empty() ? std::vector<PreuploadAnswer>() : api.preupload(o.repo, pre);
     std::map<std::string, PreuploadAnswer> mode_of;
     for (const auto& m : modes) mode_of[m.path] = m;
     std::vector<LocalFile*> lfs_files, regular_files;
     for (auto* lf : todo) {
-        const auto it = mode_of.find(lf->repo_path);
+        const auto it = mode_of.find(lf->remote_path);
         if (it == mode_of.end()) {
-            report.failed.emplace_back(lf->repo_path, "the Hub's preupload answer does not mention it");
+            report.failed.emplace_back(lf->remote_path, "the Hub's preupload answer does not mention it");
             continue;
         }
         if (it->second.ignore) {
-            log("ignored by the repository's .gitignore: " + lf->repo_path);
+            log("ignored by the repository's .gitignore: " + lf->remote_path);
             continue;
         }
         (it->second.lfs ? lfs_files : regular_files).push_back(lf);
@@ -328,10 +191,10 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
                     ++done_files;
                     lfs_ok.insert(t.oid);
                     progress.update(done_files, done_bytes, done_bytes);
-                    log((t.needed ? "uploaded " : "already on the Hub: ") + lf->repo_path);
+                    log((t.needed ? "uploaded " : "already on the Hub: ") + lf->remote_path);
                 } catch (const std::exception& e) {
                     std::lock_guard<std::mutex> g(mu);
-                    report.failed.emplace_back(lf->repo_path, e.what());
+                    report.failed.emplace_back(lf->remote_path, e.what());
                 }
             }
         };
@@ -345,12 +208,12 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
     std::vector<CommitFile> ready;
     std::vector<LocalFile*> ready_files;
     for (auto* lf : regular_files) {
-        ready.push_back({CommitFile::Kind::regular, lf->repo_path, lf->abs, "", lf->size});
+        ready.push_back({CommitFile::Kind::regular, lf->remote_path, lf->abs, "", lf->size});
         ready_files.push_back(lf);
     }
     for (auto* lf : lfs_files)
         if (lfs_ok.count(lf->digests.sha256)) {
-            ready.push_back({CommitFile::Kind::lfs, lf->repo_path, "", lf->digests.sha256, lf->size});
+            ready.push_back({CommitFile::Kind::lfs, lf->remote_path, "", lf->digests.sha256, lf->size});
             ready_files.push_back(lf);
         }
     if (o.delete_remote)
@@ -411,7 +274,7 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
     }
     const std::set<std::string> committed(report.uploaded.begin(), report.uploaded.end());
     for (auto* lf : ready_files)
-        if (committed.count(lf->repo_path)) report.uploaded_bytes += lf->size;
+        if (committed.count(lf->remote_path)) report.uploaded_bytes += lf->size;
     progress.finish();
     return report;
 }

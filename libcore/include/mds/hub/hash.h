@@ -24,6 +24,11 @@ FileDigests digest_file_prefix(const std::string& path, std::uint64_t size);
 // The first `size` bytes of a file (throws when it is shorter).
 std::string read_file_prefix(const std::string& path, std::uint64_t size);
 
+// The sha256 / MD5 (hex) of bytes [offset, offset + length) of a file: an S3 part's payload hash
+// and ETag. Throws when the file is shorter.
+std::string sha256_file_range(const std::string& path, std::uint64_t offset, std::uint64_t length);
+std::string md5_file_range(const std::string& path, std::uint64_t offset, std::uint64_t length);
+
 std::string sha256_hex(std::string_view bytes);
 std::string git_blob_sha1_hex(std::string_view bytes);
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mds/hub/api.h"
+#include "mds/hub/s3.h"
 #include "mds/util/progress.h"
 
 namespace mds::hub {
@@ -28,6 +29,7 @@ struct SyncOptions {
     bool delete_remote = false;           // delete remote files (under path_in_repo, matching the globs) missing locally
     int jobs = 4;                         // LFS uploads at once
     std::size_t max_files_per_commit = 100;
+    std::uint64_t part_size = 64ull << 20;  // S3: files larger than this go up in parts of this size
     std::string state_file;               // empty: <local_dir>/.cache/mds-hub-sync/<repo>.json
     std::string commit_message;           // empty: "mds-hub-sync: N files"
     Progress::Mode progress = Progress::Mode::Auto;
@@ -58,5 +60,14 @@ bool path_selected(const std::string& path, const std::vector<std::string>& incl
 std::string find_token();
 
 SyncReport sync_folder(const std::string& endpoint, const SyncOptions& options);
+
+// The same for an S3 bucket: objects bucket/prefix/<relative path> carrying x-amz-meta-sha256; skip
+// when an object of that size has the same sha256 (or, without the metadata, a single-part ETag
+// equal to the file's MD5); multipart uploads for files over part_size, found again after a kill
+// through the state file; remote objects missing locally kept unless delete_remote. Uses
+// local_dir, include, exclude, create_repo (creates the bucket), dry_run, delete_remote, jobs,
+// part_size, state_file, progress and http (its token is unused) of the options; a report without
+// commits.
+SyncReport sync_folder_s3(const S3Settings& settings, const S3Url& destination, const SyncOptions& options);
 
 }  // namespace mds::hub

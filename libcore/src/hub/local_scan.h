@@ -1,0 +1,67 @@
+// What mds-hub-sync's two destinations (the Hub, sync.cpp; S3, sync_s3.cpp) share: the run lock,
+// the state file (a digest cache by size + mtime, plus a destination's own section) and the scan
+// of the local folder with its digests. Internal to libcore's hub area.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mds/hub/hash.h"
+#include "mds/hub/sync.h"
+
+namespace mds::hub::detail {
+
+// Without leading and trailing spaces, tabs and line ends.
+inline std::string trim(std::string_view s) {
+    std::size_t b = 0, e = s.size();
+    while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r' || s[b] == '\n')) ++b;
+    while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r' || s[e - 1] == '\n')) --e;
+    return std::string(s.substr(b, e - b));
+}
+
+struct LocalFile {
+    std::string rel;          // relative to local_dir, '/'-separated
+    std::string remote_path;  // in the repository, or the object key
+    std::string abs;
+    std::uint64_t size = 0;   // as hashed: a growing file is sent as this snapshot
+    std::int64_t mtime_ns = 0;
+    FileDigests digests;
+    bool hashed = false;
+};
+
+// An exclusive lock beside the state file, held for the whole run: two cron runs must not overlap.
+class RunLock {
+public:
+    explicit RunLock(const std::string& path);
+    ~RunLock();
+    RunLock(const RunLock&) = delete;
+    RunLock& operator=(const RunLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
+// <local_dir>/.cache/mds-hub-sync/<destination, made file-name safe>.json
+std::string default_state_file(const std::string& local_dir, const std::string& destination);
+
+// prefix + "/" + rel (prefix "" → rel).
+std::string join_remote_path(const std::string& prefix, const std::string& rel);
+
+struct LocalScan {
+    std::vector<LocalFile> files;  // selected, readable and hashed, sorted by rel
+    nlohmann::json extra;          // the destination's own section of the state file (an object)
+};
+
+// Walks local_dir (skipping .git and the state folder), applies the globs, hashes what the cache does
+// not know, and saves the cache (unless dry_run). Unreadable files go to report.failed.
+LocalScan scan_local(const SyncOptions& options, const std::string& state_path, const std::string& remote_prefix,
+                     SyncReport& report);
+
+// Rewrites the state file atomically: the digests of `files` and the destination's section.
+void save_state(const std::string& path, const std::vector<LocalFile>& files, const nlohmann::json& extra);
+
+}  // namespace mds::hub::detail

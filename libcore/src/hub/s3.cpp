@@ -446,6 +446,7 @@ std::optional<S3Head> S3Client::head(const std::string& bucket, const std::strin
     h.size = to_u64(r.header("content-length"), "HEAD of s3://" + bucket + "/" + key + ": Content-Length");
     h.etag = unquote(r.header("etag"));
     h.sha256 = r.header("x-amz-meta-sha256");
+    if (h.sha256.empty()) h.sha256 = r.header("x-goog-meta-sha256");  // GCS may answer with its own prefix
     return h;
 }
 

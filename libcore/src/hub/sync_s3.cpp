@@ -117,12 +117,13 @@ SyncReport sync_folder_s3(const S3Settings& settings, const S3Url& dest, const S
         return same;
     };
     std::vector<LocalFile*> todo;
-    std::set<std::string> local_keys;
+    std::set<std::string> local_keys, unchanged_keys;
     for (auto& lf : scan.files) {
         local_keys.insert(lf.remote_path);
         try {
             if (unchanged(lf)) {
                 ++report.unchanged;
+                unchanged_keys.insert(lf.remote_path);
                 continue;
             }
         } catch (const Error& e) {
@@ -322,10 +323,12 @@ SyncReport sync_folder_s3(const S3Settings& settings, const S3Url& dest, const S
             }
         }
     }
-    // Uploads of files that are gone would wait for ever: abort them.
+    // Unfinished uploads of files that are gone, or already stored (a run killed while completing),
+    // would wait for ever: abort them.
     for (auto it = pending.begin(); it != pending.end();) {
         const std::string rel = it.key().substr(std::min(it.key().size(), list_prefix.size()));
-        if (local_keys.count(it.key()) || std::filesystem::exists(std::filesystem::path(o.local_dir) / rel)) {
+        const bool stored = unchanged_keys.count(it.key()) > 0;
+        if (!stored && (local_keys.count(it.key()) || std::filesystem::exists(std::filesystem::path(o.local_dir) / rel))) {
             ++it;
             continue;
         }

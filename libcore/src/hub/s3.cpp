@@ -491,7 +491,9 @@ std::optional<std::vector<S3Part>> S3Client::list_parts(const std::string& bucke
         if (r.status == 404) return std::nullopt;
         if (!r.ok()) throw Error(c.what + " failed: " + describe_error(r));
         const XmlElement doc = parse_xml(r.body, c.what);
-        if (doc.name != "ListPartsResult") throw Error(c.what + ": expected <ListPartsResult>, got <" + doc.name + ">");
+        // S3 says <ListPartsResult>; some S3-compatible servers (moto) <ListPartsResponse>.
+        if (doc.name != "ListPartsResult" && doc.name != "ListPartsResponse")
+            throw Error(c.what + ": expected <ListPartsResult>, got <" + doc.name + ">");
         for (const XmlElement* p : doc.all("Part")) {
             S3Part part;
             part.number = static_cast<int>(to_u64(p->child_text("PartNumber"), c.what + ": PartNumber"));

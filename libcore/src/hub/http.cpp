@@ -1,6 +1,7 @@
 // The Hub client's HTTP over libcurl (http.h).
 #include "mds/hub/http.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -88,8 +89,11 @@ int progress_cb(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t ulnow
     return 0;
 }
 
+// localhost, ::1, or a dotted IPv4 address in 127.0.0.0/8 (not a name that starts with "127.").
 bool is_loopback_host(const std::string& host) {
-    return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+    if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+    in_addr a{};
+    return ::inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 }  // namespace

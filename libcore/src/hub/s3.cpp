@@ -227,7 +227,11 @@ std::string hmac_sha256_hex(std::string_view key, std::string_view data) { retur
 
 SigV4Output sigv4_sign(const SigV4Input& in, const S3Credentials& cred, const std::string& region, const std::string& service,
                        const std::string& amz_date) {
-    if (amz_date.size() != 16 || amz_date[8] != 'T' || amz_date.back() != 'Z')
+    const auto digits = [&](std::size_t from, std::size_t n) {
+        return std::all_of(amz_date.begin() + static_cast<std::ptrdiff_t>(from), amz_date.begin() + static_cast<std::ptrdiff_t>(from + n),
+                           [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (amz_date.size() != 16 || amz_date[8] != 'T' || amz_date.back() != 'Z' || !digits(0, 8) || !digits(9, 6))
         throw Error("SigV4: the date must be YYYYMMDDTHHMMSSZ, not '" + amz_date + "'");
     const std::string day = amz_date.substr(0, 8);
     std::map<std::string, std::string> headers;  // lower-case name → canonical value (sorted)
@@ -240,7 +244,7 @@ SigV4Output sigv4_sign(const SigV4Input& in, const S3Credentials& cred, const st
     headers["host"] = canonical_value(in.host);
     headers["x-amz-date"] = amz_date;
     headers["x-amz-content-sha256"] = in.payload_sha256;
-    if (!cred.session_token.empty()) headers["x-amz-security-token"] = cred.session_token;
+    if (!cred.session_token.empty()) headers["x-amz-security-token"] = canonical_value(cred.session_token);
 
     std::vector<std::pair<std::string, std::string>> query;
     for (const auto& [k, v] : in.query) query.emplace_back(uri_encode(k, false), uri_encode(v, false));
@@ -307,7 +311,8 @@ S3Settings find_s3_settings(const std::string& endpoint_flag, const std::string&
         const std::string path = home_file("AWS_CONFIG_FILE", ".aws/config");
         if (!path.empty() && file_exists(path)) {
             const auto ini = read_ini(path);
-            auto it = ini.find(profile == "default" ? profile : "profile " + profile);
+            auto it = ini.find("profile " + profile);  // [default] or [profile default] for the default one
+            if (it == ini.end() && profile == "default") it = ini.find(profile);
             if (it != ini.end())
                 if (auto r = it->second.find("region"); r != it->second.end()) region = r->second;
         }
@@ -323,9 +328,18 @@ S3Settings find_s3_settings(const std::string& endpoint_flag, const std::string&
     while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
     check_url_allowed(endpoint);
     const auto scheme_end = endpoint.find("://");
-    if (endpoint.find('/', scheme_end + 3) != std::string::npos || endpoint.find_first_of("?#") != std::string::npos)
+    const std::string authority = lower(endpoint.substr(scheme_end + 3));
+    // host[:port] or [v6]:port, nothing else: the Host header is signed as written here.
+    const std::size_t host_end = authority.empty() || authority[0] != '[' ? authority.find(':') : authority.find(']') + 1;
+    const std::string host = authority.substr(0, host_end), port = host_end < authority.size() ? authority.substr(host_end) : "";
+    const bool host_ok = !host.empty() && (host[0] == '[' ? host.size() > 2 && host.back() == ']' &&
+                                                                std::all_of(host.begin() + 1, host.end() - 1, [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.'; })
+                                                          : std::all_of(host.begin(), host.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.'; }));
+    const bool port_ok = port.empty() || (port.size() >= 2 && port.size() <= 6 && port[0] == ':' &&
+                                          std::all_of(port.begin() + 1, port.end(), [](char c) { return c >= '0' && c <= '9'; }));
+    if (!host_ok || !port_ok)
         throw UsageError("the S3 endpoint '" + endpoint + "' must be scheme://host[:port], without a path");
-    s.endpoint = endpoint;
+    s.endpoint = lower(endpoint.substr(0, scheme_end)) + "://" + authority;
     return s;
 }
 

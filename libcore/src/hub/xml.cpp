@@ -106,7 +106,9 @@ private:
             if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF)) fail("character reference to a code point XML forbids");
             append_utf8(out, cp);
         } else {
-            fail("undefined entity '&" + std::string(ref) + ";'");
+            std::string shown;  // printable, so that the message keeps its offset
+            for (char ch : ref) shown.push_back(ch >= 0x20 && ch < 0x7f ? ch : '?');
+            fail("undefined entity '&" + shown + ";'");
         }
         pos_ = semi + 1;
     }

@@ -74,8 +74,9 @@ TEST_CASE("hub: sha256 and MD5 of a byte range (an S3 part's payload hash and ET
     CHECK(md5_file_range(path + ".abc", 0, 0) == "d41d8cd98f00b204e9800998ecf8427e");
     CHECK(sha256_file_range(path + ".abc", 2, 3) == sha256_hex("abc"));
     // Ranges across the 1 MiB read blocks agree with the in-memory digest.
-    for (const auto& [off, len] : {std::pair<std::size_t, std::size_t>{0, data.size()}, {1, (1u << 20)}, {(1u << 20) - 5, 10},
-                                    {data.size() - 1, 1}}) {
+    for (const auto& range : {std::pair<std::size_t, std::size_t>{0, data.size()}, {1, (1u << 20)}, {(1u << 20) - 5, 10},
+                              {data.size() - 1, 1}}) {
+        const std::size_t off = range.first, len = range.second;  // not a structured binding: INFO captures them
         INFO(off << "+" << len);
         CHECK(sha256_file_range(path, off, len) == sha256_hex(std::string_view(data).substr(off, len)));
     }

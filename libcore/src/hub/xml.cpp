@@ -41,6 +41,7 @@ public:
     Parser(std::string_view s, const std::string& what) : s_(s), what_(what) {}
 
     XmlElement document() {
+        if (starts("\xEF\xBB\xBF")) pos_ = 3;  // a UTF-8 byte order mark
         skip_misc();
         if (at_end() || s_[pos_] != '<') fail("expected the root element");
         XmlElement root = element(1);

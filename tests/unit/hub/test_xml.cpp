@@ -312,3 +312,9 @@ TEST_CASE("xml: xml_escape round-trips through parse_xml") {
         CHECK(parse_xml("<a>" + xml_escape(t) + "</a>", "x").text == t);
     }
 }
+
+TEST_CASE("xml: a UTF-8 byte order mark before the document is read past") {
+    const XmlElement e = parse_xml("\xEF\xBB\xBF<?xml version=\"1.0\"?><Error><Code>SlowDown</Code></Error>", "doc");
+    CHECK(e.name == "Error");
+    CHECK(e.child_text("Code") == "SlowDown");
+}

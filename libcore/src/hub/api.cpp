@@ -1,5 +1,6 @@
 // The Hub's HTTP API (api.h).
 #include "mds/hub/api.h"
+#include "mds/hub/s3.h"
 
 #include <nlohmann/json.hpp>
 
@@ -74,20 +75,7 @@ std::string api_collection(const std::string& type) {
 
 std::string web_prefix(const std::string& type) { return type == "model" ? "" : api_collection(type) + "/"; }
 
-std::string url_quote(const std::string& s, bool keep_slash) {
-    static const char* hex = "0123456789ABCDEF";
-    std::string out;
-    for (unsigned char c : s) {
-        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
-            out.push_back(static_cast<char>(c));
-        } else {
-            out.push_back('%');
-            out.push_back(hex[c >> 4]);
-            out.push_back(hex[c & 15]);
-        }
-    }
-    return out;
-}
+std::string url_quote(const std::string& s, bool keep_slash) { return uri_encode(s, keep_slash); }
 
 HubApi::HubApi(HttpClient& http, std::string endpoint) : http_(http), endpoint_(std::move(endpoint)) {
     while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();

@@ -86,6 +86,17 @@ void save_state(const std::string& path, const std::vector<LocalFile>& files, co
     write_file_atomic(path, j.dump() + "\n");
 }
 
+void report_dry_run(const std::vector<LocalFile*>& todo, const SyncOptions& o, SyncReport& report) {
+    for (const auto* lf : todo) {
+        if (o.log) o.log("would upload " + lf->remote_path + " (" + format_bytes(static_cast<double>(lf->size)) + ")");
+        report.uploaded.push_back(lf->remote_path);
+        report.uploaded_bytes += lf->size;
+    }
+    if (o.log)
+        for (const auto& p : report.remote_only) o.log((o.delete_remote ? "would delete " : "would keep (missing locally) ") + p);
+    if (o.delete_remote) report.deleted = report.remote_only;
+}
+
 LocalScan scan_local(const SyncOptions& o, const std::string& state_path, const std::string& remote_prefix, SyncReport& report) {
     std::vector<LocalFile> files;
     const fs::path root(o.local_dir);

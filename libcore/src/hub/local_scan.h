@@ -61,6 +61,10 @@ struct LocalScan {
 LocalScan scan_local(const SyncOptions& options, const std::string& state_path, const std::string& remote_prefix,
                      SyncReport& report);
 
+// What a dry run reports: `todo` as would-be uploads, the remote-only files as would-be deletions
+// (with delete_remote) or kept; one log line each.
+void report_dry_run(const std::vector<LocalFile*>& todo, const SyncOptions& options, SyncReport& report);
+
 // Rewrites the state file atomically: the digests of `files` and the destination's section.
 void save_state(const std::string& path, const std::vector<LocalFile>& files, const nlohmann::json& extra);
 

@@ -118,13 +118,7 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
     }
 
     if (o.dry_run) {
-        for (auto* lf : todo) {
-            log("would upload " + lf->remote_path + " (" + format_bytes(static_cast<double>(lf->size)) + ")");
-            report.uploaded.push_back(lf->remote_path);
-            report.uploaded_bytes += lf->size;
-        }
-        for (const auto& p : report.remote_only) log((o.delete_remote ? "would delete " : "would keep (missing locally) ") + p);
-        if (o.delete_remote) report.deleted = report.remote_only;
+        detail::report_dry_run(todo, o, report);
         return report;
     }
 

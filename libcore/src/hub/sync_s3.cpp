@@ -138,13 +138,7 @@ SyncReport sync_folder_s3(const S3Settings& settings, const S3Url& dest, const S
     }
 
     if (o.dry_run) {
-        for (auto* lf : todo) {
-            log("would upload " + lf->remote_path + " (" + format_bytes(static_cast<double>(lf->size)) + ")");
-            report.uploaded.push_back(lf->remote_path);
-            report.uploaded_bytes += lf->size;
-        }
-        for (const auto& k : report.remote_only) log((o.delete_remote ? "would delete " : "would keep (missing locally) ") + k);
-        if (o.delete_remote) report.deleted = report.remote_only;
+        detail::report_dry_run(todo, o, report);
         return report;
     }
 

@@ -24,7 +24,7 @@ struct RepoRef {
 // "models" / "datasets" / "spaces" in API paths; "" / "datasets/" / "spaces/" in git and LFS URLs.
 std::string api_collection(const std::string& type);
 std::string web_prefix(const std::string& type);
-// Percent-encodes everything but unreserved characters ("refs/pr/1" → "refs%2Fpr%2F1").
+// Percent-encodes everything but unreserved characters ("refs/pr/1" → "refs%2Fpr%2F1"): s3.h's uri_encode.
 std::string url_quote(const std::string& s, bool keep_slash = false);
 
 struct RemoteEntry {

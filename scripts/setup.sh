@@ -10,7 +10,8 @@ build=${MDS_BUILD_DIR:-build}
 
 apt_packages=(build-essential cmake ninja-build pkg-config python3-venv
               libcli11-dev nlohmann-json3-dev libzstd-dev zstd libcurl4-openssl-dev libssl-dev doctest-dev
-              clang libclang-rt-dev)
+              clang libclang-rt-dev
+              libgloo-dev)  # gloo's headers: LibTorch's ProcessGroupGloo.hpp includes them (the code is in libtorch_cpu)
 # The single-node SLURM the watchdog's integration test starts (without recommends: 7 packages,
 # not the 35 of slurm-wlm with its GPU and database plugins).
 apt_packages_norec=(slurmctld slurmd slurm-client munge)

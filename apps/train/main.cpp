@@ -1,11 +1,13 @@
-// mds-train: GPT / BLOOM pre-training with Megatron-DeepSpeed's flags and log lines (on one
-// process for now: CPU, or one GPU). docs/mds-train.md has every flag.
+// mds-train: GPT / BLOOM pre-training with Megatron-DeepSpeed's flags and log lines, on one process
+// or data-parallel over several started by srun, torchrun or mpirun. docs/mds-train.md has every
+// flag, docs/parallelism.md the launches.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "mds/dist/launch.h"
 #include "mds/observe/loss_alert.h"
 #include "mds/train/dry_run.h"
 #include "mds/train/train_args.h"
@@ -39,7 +41,8 @@ int main(int argc, char** argv) {
         mds::add_json_flag(app, json);
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
 
-        if (const char* ws = std::getenv("WORLD_SIZE")) args.parallel.world_size = std::stoll(ws);
+        run.launch = mds::dist::detect_launch();
+        if (run.launch.launcher != "none") args.parallel.world_size = run.launch.world_size;
         for (const auto& w : mds::train::resolve_train_args(args)) mds::print_warning(w);
         if (dry.enabled) {
             if (!dry.vocab_size) dry.vocab_size = static_cast<std::int64_t>(mds::train::load_tokenizer(args.data).vocab_size());

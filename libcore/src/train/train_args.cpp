@@ -290,7 +290,11 @@ void add_train_flags(CLI::App& app, TrainArgs& args) {
     d.integer("--pipeline-model-parallel-size", p.pipeline_model_parallel_size, "Pipeline stages");
     d.text("--pp-partition-method,--partition-method", p.pp_partition_method,
            "How layers are split between pipeline stages, e.g. 'type:transformer|embedding'");
-    d.text("--distributed-backend", p.distributed_backend, "Collective backend: nccl")->check(CLI::IsMember({"nccl"}));
+    d.text("--distributed-backend", p.distributed_backend,
+           "Collective backend between GPUs: nccl or gloo (training on CPUs always uses gloo)")
+        ->check(CLI::IsMember({"nccl", "gloo"}));
+    d.number("--distributed-timeout-minutes", p.distributed_timeout_minutes,
+             "How long a collective waits for the other ranks before the run stops with an error naming them");
     d.flag("--deepspeed", p.deepspeed, "Use the DeepSpeed engine settings of --deepspeed_config");
     d.text("--deepspeed_config", p.deepspeed_config, "DeepSpeed config JSON");
     d.integer("--zero-stage", p.zero_stage, "ZeRO stage: 0 or 1");
@@ -460,6 +464,7 @@ void validate(TrainArgs& args) {
     positive("--micro-batch-size", o.micro_batch_size);
     positive("--tensor-model-parallel-size", p.tensor_model_parallel_size);
     positive("--pipeline-model-parallel-size", p.pipeline_model_parallel_size);
+    if (!(p.distributed_timeout_minutes > 0)) usage("--distributed-timeout-minutes must be positive");
     positive("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by);
 
     // Model shape.

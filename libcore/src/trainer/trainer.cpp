@@ -25,6 +25,7 @@
 #include "mds/train/train_tokenizer.h"
 #include "mds/train/stop_signals.h"
 #include "mds/trainer/checkpoint.h"
+#include "mds/trainer/comm.h"
 #include "mds/trainer/optimizer.h"
 #include "mds/util/cli.h"  // mds_version
 #include "mds/util/error.h"
@@ -44,15 +45,15 @@ void print_line(const std::string& s) {
     std::fflush(stdout);
 }
 
-c10::Device pick_device(const std::string& name) {
+// The GPU of a process is its local rank's (modulo the GPUs it sees, for several ranks per GPU).
+c10::Device pick_device(const std::string& name, int local_rank) {
     if (name == "cpu") return at::kCPU;
     const bool has_cuda = at::hasCUDA();
-    if (name == "cuda") {
-        if (!has_cuda) throw UsageError("--device cuda: no CUDA device is available (LibTorch sees none)");
-        return {at::kCUDA, 0};
-    }
-    if (name != "auto") throw UsageError("--device must be auto, cpu or cuda, got " + name);
-    return has_cuda ? c10::Device(at::kCUDA, 0) : c10::Device(at::kCPU);
+    if (name == "cuda" && !has_cuda) throw UsageError("--device cuda: no CUDA device is available (LibTorch sees none)");
+    if (name != "auto" && name != "cuda") throw UsageError("--device must be auto, cpu or cuda, got " + name);
+    if (!has_cuda) return at::kCPU;
+    const auto gpus = static_cast<int>(std::max<std::size_t>(1, at::getNumGPUs()));
+    return {at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus)};
 }
 
 model::GptConfig model_config(const train::TrainArgs& args, std::int64_t padded_vocab) {
@@ -137,10 +138,17 @@ struct IntervalStats {
 RunSummary run_training(const train::TrainArgs& args, const RunOptions& options) {
     const auto process_start = Clock::now();
     if (args.checkpoint.finetune && args.checkpoint.load.empty()) throw UsageError("--finetune needs --load");
-    if (args.parallel.tensor_model_parallel_size != 1 || args.parallel.pipeline_model_parallel_size != 1 ||
-        args.parallel.data_parallel_size != 1)
-        throw UsageError("mds-train runs on one process for now: --tensor-model-parallel-size and "
-                         "--pipeline-model-parallel-size must be 1, and WORLD_SIZE 1");
+    const auto& launch = options.launch;
+    const int world = launch.world_size;
+    if (args.parallel.tensor_model_parallel_size != 1 || args.parallel.pipeline_model_parallel_size != 1)
+        throw UsageError("tensor and pipeline parallelism are not implemented yet: --tensor-model-parallel-size and "
+                         "--pipeline-model-parallel-size must be 1 (data parallelism over several processes works)");
+    if (args.parallel.data_parallel_size != world)
+        throw Error("data-parallel size " + std::to_string(args.parallel.data_parallel_size) + " but " +
+                    std::to_string(world) + " processes (" + launch.source + ")");
+    if (world > 1 && !args.checkpoint.save.empty())
+        throw UsageError("--save with several processes is not implemented yet (checkpoints of a data-parallel run need "
+                         "one optimizer shard per rank); run without --save, or on one process");
     if (args.data.data_path.empty()) throw UsageError("--data-path is required");
     if (!args.data.train_weighted_split_paths_path.empty() || !args.data.valid_weighted_split_paths_path.empty())
         throw UsageError("--train-weighted-split-paths-path / --valid-weighted-split-paths-path are not supported by "
@@ -148,21 +156,46 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
 
     train::install_stop_signal_handlers();
     if (options.threads > 0) at::set_num_threads(static_cast<int>(options.threads));
-    const c10::Device device = pick_device(options.device);
+    const c10::Device device = pick_device(options.device, launch.local_rank);
+
+    // Several processes: the rendezvous first, so that a rank that cannot join fails before any work.
+    // Rank 0 prints what one process would; the last rank prints the iteration lines and writes the
+    // TensorBoard events, as Megatron's print_rank_0 / print_rank_last / is_last_rank.
+    std::unique_ptr<Communicator> comm;
+    const std::int64_t dp = args.parallel.data_parallel_size;
+    if (world > 1) {
+        if (args.parallel.distributed_backend == "nccl" && device.is_cuda() && launch.rank == 0)
+            print_warning("--distributed-backend nccl is not wired yet: the gradients travel through Gloo (host memory)");
+        CommOptions co;
+        co.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.parallel.distributed_timeout_minutes * 60000.0));
+        comm = std::make_unique<Communicator>(
+            launch,
+            dist::ParallelLayout(world, static_cast<int>(args.parallel.tensor_model_parallel_size),
+                                 static_cast<int>(args.parallel.pipeline_model_parallel_size)),
+            co);
+    }
+    const std::int64_t dp_rank = comm ? comm->coordinates().dp : 0;
+    const bool info_rank = launch.rank == 0, log_rank = launch.rank == world - 1;
+    auto info = [info_rank](const std::string& m) {
+        if (info_rank) print_info(m);
+    };
+    if (comm)
+        info("data parallel over " + std::to_string(world) + " processes (" + launch.launcher + ", rendezvous at " +
+             launch.master_addr + ":" + std::to_string(launch.master_port) + ")");
 
     // Tokenizer → padded vocabulary, as Megatron's build_tokenizer.
     const auto tok = train::load_tokenizer(args.data);
     const std::int64_t vocab = static_cast<std::int64_t>(tok.vocab_size());
     const std::int64_t padded = train::padded_vocab_size(vocab, args.model, args.parallel.tensor_model_parallel_size);
-    print_info(" > padded vocab (size: " + std::to_string(vocab) + ") with " + std::to_string(padded - vocab) +
+    info(" > padded vocab (size: " + std::to_string(vocab) + ") with " + std::to_string(padded - vocab) +
                " dummy tokens (new size: " + std::to_string(padded) + ")");
 
     const auto cfg = model_config(args, padded);
     at::manual_seed(static_cast<std::uint64_t>(args.seed));
     model::GptModel model(cfg, device, static_cast<std::uint64_t>(args.seed));
-    print_info(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
+    info(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
                std::to_string(model.parameter_count()));
-    print_info("device " + device.str() + ", " + model::precision_name(cfg.precision) + ", " +
+    info("device " + device.str() + ", " + model::precision_name(cfg.precision) + ", " +
                std::to_string(at::get_num_threads()) + " CPU threads");
 
     // Resume: weights first (the optimizer's fp32 masters are built from them), then the rest below.
@@ -170,10 +203,10 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     if (!args.checkpoint.load.empty()) {
         loader = CheckpointLoader::open(args);
         if (!loader) {
-            print_info("WARNING: could not find the metadata file " + (std::filesystem::path(args.checkpoint.load) / "latest").string());
-            print_info("    will not load any checkpoints and will start from random");
+            info("WARNING: could not find the metadata file " + (std::filesystem::path(args.checkpoint.load) / "latest").string());
+            info("    will not load any checkpoints and will start from random");
         } else {
-            print_info(" loading checkpoint from " + args.checkpoint.load + " at iteration " + std::to_string(loader->iteration()));
+            info(" loading checkpoint from " + args.checkpoint.load + " at iteration " + std::to_string(loader->iteration()));
             loader->load_weights(model);
         }
     }
@@ -195,7 +228,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     if (const auto& r = args.optimizer.rampup_batch_size)
         dopt.num_samples.rampup_batch_size = std::array<std::int64_t, 3>{r->start_global_batch_size, r->batch_size_increment,
                                                                          r->ramp_up_samples};
-    dopt.log = [](const std::string& m) { print_info(m); };
+    dopt.log = [&info](const std::string& m) { info(m); };
     data::GptDatasets datasets(dopt);
     const std::int64_t train_iters = datasets.summary().train_iters;
     const bool do_valid = datasets.summary().sizes[1] > 0 && args.logging.eval_iters > 0;
@@ -212,25 +245,35 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         schedule.load_state(resumed.lr, optim::lr_checkpoint_policy(args.optimizer));
         scaler.load_from(resumed);
         if (!args.checkpoint.no_load_rng) loader->load_rng(device.is_cuda(), device.index());
-        print_info("  successfully loaded checkpoint from " + args.checkpoint.load + " at iteration " +
+        info("  successfully loaded checkpoint from " + args.checkpoint.load + " at iteration " +
                    std::to_string(resumed.iteration) + (args.checkpoint.no_load_optim ? " (without optimizer states)" : "") +
                    (args.checkpoint.no_load_rng ? " (without RNG states)" : ""));
     } else if (loader) {
-        print_info("  successfully loaded the weights of " + loader->directory() + " for fine-tuning from iteration 0");
+        info("  successfully loaded the weights of " + loader->directory() + " for fine-tuning from iteration 0");
     }
     loader.reset();
 
     // One carbon tracker per node (here: the process) covering its GPUs; CPU and RAM are measured
     // once per node, never per rank.
     std::optional<observe::CarbonTracker> carbon;
-    if (!args.logging.codecarbon_dir.empty()) {
+    if (!args.logging.codecarbon_dir.empty() && launch.local_rank == 0) {
         observe::CarbonTrackerConfig cc;
+        // BigScience's codecarbon integration: one file per process that measures.
+        if (world > 1) {
+            char name[40];
+            std::snprintf(name, sizeof name, "emissions-%03d.csv", launch.rank);
+            cc.output_file = name;
+        }
         cc.output_dir = args.logging.codecarbon_dir;
         cc.country_iso_code = options.country_iso_code;
         cc.pue = options.pue;
         cc.codecarbon_version = "mds-" + std::string(mds_version());
-        if (device.is_cuda()) cc.gpu_indices = std::vector<unsigned>{static_cast<unsigned>(device.index())};
-        else cc.gpu_indices = std::vector<unsigned>{};
+        // The node's GPUs: those of its local ranks.
+        std::vector<unsigned> gpus;
+        if (device.is_cuda())
+            for (int i = 0; i < std::min<int>(launch.local_world_size, static_cast<int>(at::getNumGPUs())); ++i)
+                gpus.push_back(static_cast<unsigned>(i));
+        cc.gpu_indices = gpus;
         carbon.emplace(cc);
         for (const auto& note : carbon->take_new_notes()) print_info("codecarbon: " + note);
         print_info("codecarbon: " + carbon->output_path() + ", " + carbon->country_name() + " at " +
@@ -238,7 +281,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     }
 
     std::unique_ptr<observe::TensorBoardWriter> tb;
-    if (!args.logging.tensorboard_dir.empty()) tb = std::make_unique<observe::TensorBoardWriter>(args.logging.tensorboard_dir);
+    if (!args.logging.tensorboard_dir.empty() && log_rank) tb = std::make_unique<observe::TensorBoardWriter>(args.logging.tensorboard_dir);
 
     observe::ThroughputShape flops_shape;
     flops_shape.num_layers = cfg.num_layers;
@@ -277,12 +320,12 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         p.current_lr = schedule.lr();
         p.current_weight_decay = schedule.weight_decay();
         scaler.save_to(p);
-        print_info("saving checkpoint at iteration " + std::to_string(iteration) + " to " + args.checkpoint.save);
-        const auto info = save_checkpoint(args, vocab, model, optimizer, p);
+        info("saving checkpoint at iteration " + std::to_string(iteration) + " to " + args.checkpoint.save);
+        const auto saved = save_checkpoint(args, vocab, model, optimizer, p);
         last_saved = iteration;
         char buf[160];
-        std::snprintf(buf, sizeof buf, " (%.1f MB in %.2f s)", static_cast<double>(info.bytes) / 1e6, info.seconds);
-        print_info("  successfully saved checkpoint at iteration " + std::to_string(iteration) + " to " + args.checkpoint.save + buf);
+        std::snprintf(buf, sizeof buf, " (%.1f MB in %.2f s)", static_cast<double>(saved.bytes) / 1e6, saved.seconds);
+        info("  successfully saved checkpoint at iteration " + std::to_string(iteration) + " to " + args.checkpoint.save + buf);
         if (tb) tb->flush();
         if (carbon) {
             carbon->flush();
@@ -297,14 +340,15 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         double total = 0;
         for (std::int64_t it = 0; it < args.logging.eval_iters; ++it) {
             for (std::int64_t j = 0; j < nmb; ++j) {
-                auto batch = micro_batch(datasets, split, consumed_split, mbs, cfg.seq_length, device);
-                consumed_split += mbs;
+                auto batch = micro_batch(datasets, split, consumed_split + j * mbs * dp + dp_rank * mbs, mbs, cfg.seq_length, device);
                 total += model.loss(batch.narrow(1, 0, cfg.seq_length), batch.narrow(1, 1, cfg.seq_length)).item<double>();
             }
+            consumed_split += nmb * mbs * dp;
         }
         model.set_training(true);
-        const double loss = total / static_cast<double>(args.logging.eval_iters * nmb);
-        print_line(observe::format_validation_block(prefix, {{"lm loss", loss}}));
+        if (comm) total = comm->sum(total, Group::Data);
+        const double loss = total / static_cast<double>(args.logging.eval_iters * nmb * dp);
+        if (log_rank) print_line(observe::format_validation_block(prefix, {{"lm loss", loss}}));
         if (tb && split == 1) {
             const double ppl = std::exp(std::min(20.0, loss));
             tb->add_scalar("lm-loss-validation/lm loss validation", loss, iteration);
@@ -324,7 +368,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         return loss;
     };
 
-    print_info("training " + std::to_string(train_iters) + " iterations of " + std::to_string(gbs) + " × " +
+    info("training " + std::to_string(train_iters) + " iterations of " + std::to_string(gbs) + " × " +
                std::to_string(cfg.seq_length) + " tokens");
     model.set_training(true);
     IntervalStats interval;
@@ -346,13 +390,27 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         optimizer.zero_grad();
         double loss_sum = 0;
         for (std::int64_t j = 0; j < nmb; ++j) {
-            auto batch = micro_batch(datasets, 0, consumed + j * mbs, mbs, cfg.seq_length, device);
+            // Megatron's pretraining sampler: micro batch j of the step is samples
+            // [j·mbs·DP, (j+1)·mbs·DP) of the global batch, of which this rank takes its mbs.
+            auto batch = micro_batch(datasets, 0, consumed + j * mbs * dp + dp_rank * mbs, mbs, cfg.seq_length, device);
             auto loss = model.loss(batch.narrow(1, 0, seqlen), batch.narrow(1, 1, seqlen));
             loss_sum += loss.item<double>();
             // Megatron divides each micro batch's loss by the number of micro batches.
             (loss * (scale / static_cast<double>(nmb))).backward();
         }
-        const double lm_loss = loss_sum / static_cast<double>(nmb);
+        double lm_loss = loss_sum / static_cast<double>(nmb);
+        if (comm) {
+            // Gradients averaged over the data-parallel group before clipping (Megatron's
+            // allreduce_gradients); a parameter without a gradient contributes zeros.
+            c10::NoGradGuard no_grad;
+            std::vector<at::Tensor> grads;
+            for (auto& p : model.parameters()) {
+                if (!p.tensor.grad().defined()) p.tensor.mutable_grad() = at::zeros_like(p.tensor);
+                grads.push_back(p.tensor.grad());
+            }
+            comm->all_reduce_sum(grads, Group::Data, 1.0 / static_cast<double>(dp));
+            lm_loss = comm->sum(lm_loss, Group::Data) / static_cast<double>(dp);
+        }
         const auto step = optimizer.step(schedule.lr(), schedule.weight_decay(), scale, scaler.active(),
                                          args.logging.log_num_zeros_in_grad);
         bool skipped = step.skipped;
@@ -423,18 +481,29 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
             line.skipped_iterations = interval.skipped;
             line.nan_iterations = interval.nan;
             line.samples_per_second = static_cast<double>(batch_size) / per_iter;
-            line.tflops = observe::tflops_per_gpu(flops_shape, per_iter, 1);
+            line.tflops = observe::tflops_per_gpu(flops_shape, per_iter, world);
             line.tokens_per_second = line.samples_per_second * static_cast<double>(tokens_per_sample);
             if (curriculum) line.curriculum_seqlen = curriculum_seqlen;
-            if (carbon) {
-                carbon->measure();  // the line shows energy up to now, not up to the last 15 s tick
-                line.energy_kwh = carbon->energy_kwh();
-                line.co2_kg = carbon->emissions_kg();
+            if (!args.logging.codecarbon_dir.empty()) {
+                // Energy up to now (not up to the last 15 s tick), summed over the nodes.
+                double kwh = 0, kg = 0;
+                if (carbon) {
+                    carbon->measure();
+                    kwh = carbon->energy_kwh();
+                    kg = carbon->emissions_kg();
+                }
+                if (comm) {
+                    kwh = comm->sum(kwh, Group::World);
+                    kg = comm->sum(kg, Group::World);
+                }
+                line.energy_kwh = kwh;
+                line.co2_kg = kg;
             }
-            print_line(observe::format_training_log_line(line));
+            if (log_rank) print_line(observe::format_training_log_line(line));
             // Loss alerts on what the line shows; a NaN/Inf iteration in the interval alerts too.
             const double shown = interval.nan > 0 || interval.advanced == 0 ? std::nan("") : line.losses[0].second;
-            if (const auto alert = alerts.observe(iteration, std::isfinite(lm_loss) ? shown : lm_loss)) {
+            const auto alert = alerts.observe(iteration, std::isfinite(lm_loss) ? shown : lm_loss);
+            if (alert && log_rank) {
                 print_line(alert->message);
                 if (alert_command) alert_command->run(alert->message);
             }
@@ -458,28 +527,39 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         if (args.checkpoint.save_interval && iteration % *args.checkpoint.save_interval == 0) save();
 
         // Exit conditions, checked between iterations as Megatron does. Every one but the kill
-        // switch (Megatron-DeepSpeed exits on it without saving) saves a checkpoint first.
-        if (const int sig = train::stop_signal_received()) {
+        // switch (Megatron-DeepSpeed exits on it without saving) saves a checkpoint first. With
+        // several processes they agree first (a signal may reach one rank only), as Megatron's
+        // DistributedSignalHandler and its all-reduced exit duration.
+        int stop_signal = train::stop_signal_received();
+        bool kill_switch = !args.exit.kill_switch_path.empty() && std::filesystem::exists(args.exit.kill_switch_path);
+        double minutes = seconds_since(process_start) / 60.0;
+        if (comm) {
+            const auto agreed = comm->max({static_cast<double>(stop_signal), kill_switch ? 1.0 : 0.0, minutes}, Group::World);
+            stop_signal = static_cast<int>(agreed[0]);
+            kill_switch = agreed[1] > 0;
+            minutes = agreed[2];
+        }
+        if (const int sig = stop_signal) {
             exit_reason = train::signal_name(sig);
-            print_info("received " + exit_reason + ": stopping after iteration " + std::to_string(iteration));
+            info("received " + exit_reason + ": stopping after iteration " + std::to_string(iteration));
             save();
             break;
         }
-        if (!args.exit.kill_switch_path.empty() && std::filesystem::exists(args.exit.kill_switch_path)) {
+        if (kill_switch) {
             exit_reason = "kill switch";
-            print_info("Detected kill switch at " + args.exit.kill_switch_path + ". Exiting");
+            info("Detected kill switch at " + args.exit.kill_switch_path + ". Exiting");
             break;
         }
-        if (args.exit.exit_duration_in_mins && seconds_since(process_start) / 60.0 > static_cast<double>(*args.exit.exit_duration_in_mins)) {
+        if (args.exit.exit_duration_in_mins && minutes > static_cast<double>(*args.exit.exit_duration_in_mins)) {
             exit_reason = "exit duration";
             save();
-            print_info("exiting program after " + std::to_string(seconds_since(process_start) / 60.0) + " minutes");
+            info("exiting program after " + std::to_string(minutes) + " minutes");
             break;
         }
         if (args.exit.exit_interval && *args.exit.exit_interval > 0 && iteration % *args.exit.exit_interval == 0) {
             exit_reason = "exit interval";
             save();
-            print_info("exiting program at iteration " + std::to_string(iteration));
+            info("exiting program at iteration " + std::to_string(iteration));
             break;
         }
     }
@@ -497,6 +577,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         print_info("codecarbon: " + std::to_string(row.energy_consumed) + " kWh, " + std::to_string(row.emissions) +
                    " kg CO2eq in " + std::to_string(row.duration) + " s, written to " + carbon->output_path());
     }
+    if (comm) comm->finish();  // rank 0 holds the rendezvous store: nobody leaves while others use it
     summary.iterations = iteration;
     summary.consumed_samples = consumed;
     summary.exit_reason = exit_reason;

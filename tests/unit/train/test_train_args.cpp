@@ -256,7 +256,7 @@ TEST_CASE("unsupported and unknown flags are errors naming the flag") {
     CHECK(contains(error_of_parse({"--no-such-flag", "1"}), "--no-such-flag"));
     CHECK(contains(error_of_parse({"--tokenizer-type", "BertWordPieceCase"}), "--tokenizer-type"));
     CHECK(contains(error_of_parse({"--train-samples", "5__0"}), "--train-samples: expected an integer"));
-    CHECK(contains(error_of_parse({"--distributed-backend", "gloo"}), "--distributed-backend"));
+    CHECK(contains(error_of_parse({"--distributed-backend", "mpi"}), "--distributed-backend"));
     CHECK(contains(error_of_parse({"--rampup-batch-size", "16", "16"}), "--rampup-batch-size"));
 }
 
@@ -323,6 +323,7 @@ TEST_CASE("validation: Megatron's rules between flags") {
         CHECK_THROWS_WITH_AS(validate(args), doctest::Contains(message.c_str()), mds::UsageError);
     };
     fails_with({}, "one of --train-iters and --train-samples is required");
+    fails_with({"--train-iters", "10", "--distributed-timeout-minutes", "0"}, "--distributed-timeout-minutes must be positive");
     fails_with({"--train-iters", "10", "--train-samples", "10"}, "exclude each other");
     fails_with({"--train-iters", "10", "--fp16", "--bf16"}, "--fp16 and --bf16 exclude each other");
     fails_with({"--train-iters", "10", "--hidden-size", "66"}, "--hidden-size 66 is not divisible by --num-attention-heads 4");

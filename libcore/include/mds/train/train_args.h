@@ -100,7 +100,8 @@ struct ParallelArgs {
     std::int64_t tensor_model_parallel_size = 1;         // --tensor-model-parallel-size
     std::int64_t pipeline_model_parallel_size = 1;       // --pipeline-model-parallel-size
     std::optional<std::string> pp_partition_method;      // --pp-partition-method / --partition-method
-    std::string distributed_backend = "nccl";            // --distributed-backend (nccl only)
+    std::string distributed_backend = "nccl";            // --distributed-backend nccl|gloo (CPU training: gloo)
+    double distributed_timeout_minutes = 10;             // --distributed-timeout-minutes (fractions allowed)
     bool deepspeed = false;                              // --deepspeed
     std::string deepspeed_config;                        // --deepspeed_config FILE
     std::int64_t zero_stage = 1;                         // --zero-stage (0 or 1)

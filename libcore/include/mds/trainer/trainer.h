@@ -1,13 +1,19 @@
-// The training loop of mds-train on one process (CPU, or one GPU): Megatron-DeepSpeed's
+// The training loop of mds-train: Megatron-DeepSpeed's
 // pretrain() for GPT — data from the GPT sample index, batch-size ramp-up, LR schedule, fp16 loss
 // scaling or bf16/fp32, gradient clipping, periodic evaluation, Megatron's log lines on stdout,
 // TensorBoard events, carbon accounting, loss alerts, and clean exits on --exit-interval,
 // --exit-duration-in-mins, --kill-switch-path, SIGUSR1, SIGTERM and SIGINT.
+// Several processes (started by srun, torchrun or mpirun: dist/launch.h) train data-parallel:
+// each takes its slice of every global batch as Megatron's pretraining sampler gives it, the
+// gradients are averaged over the data-parallel group before clipping, and losses are averaged
+// for the log line, which the last rank prints (Megatron's print_rank_last); rank 0 prints the
+// rest. Tensor and pipeline parallelism are not implemented yet.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "mds/dist/launch.h"
 #include "mds/observe/loss_alert.h"
 #include "mds/train/train_args.h"
 
@@ -21,6 +27,7 @@ struct RunOptions {
     std::string country_iso_code = "FRA";  // --country-iso-code: carbon intensity (ISO 3166 alpha-3)
     double pue = 1.0;                // --pue: power usage effectiveness of the data centre
     std::int64_t threads = 0;        // --threads: CPU threads for LibTorch (0: its default)
+    dist::LaunchInfo launch;         // this process's rank, from the launcher's environment
 };
 
 struct RunSummary {

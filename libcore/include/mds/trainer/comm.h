@@ -1,0 +1,73 @@
+// The process groups of a parallel training, on torch.distributed's own engines as LibTorch ships
+// them (c10d): a TCPStore rendezvous at MASTER_ADDR:MASTER_PORT held by rank 0, then one Gloo
+// process group (CPU tensors, or CUDA tensors staged through the host) for the world and one per
+// tensor-, data-, pipeline- and embedding-parallel group that holds this rank (dist/layout.h).
+//
+// A rank that dies or hangs must not leave the others waiting until the SLURM time limit: every
+// collective waits at most the timeout (--distributed-timeout-minutes), and when one fails, the
+// error names the rank responsible. For that each rank publishes, from a background thread, a
+// heartbeat and the number of the collective it is in; the failing rank reads them back: a rank
+// whose heartbeat stopped died or was stopped, a live rank behind in the collective count hangs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mds/dist/launch.h"
+#include "mds/dist/layout.h"
+
+namespace mds::trainer {
+
+enum class Group { World, Tensor, Data, Pipeline, Embedding };
+const char* group_name(Group group);  // "data-parallel", ...
+
+struct CommOptions {
+    std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+    std::chrono::milliseconds heartbeat{std::chrono::seconds(1)};
+};
+
+class Communicator {
+public:
+    // Joins the rendezvous (rank 0 creates the store) and builds the groups. Throws mds::Error when
+    // the store cannot be reached within the timeout, naming the address.
+    Communicator(const dist::LaunchInfo& launch, const dist::ParallelLayout& layout, const CommOptions& options);
+    ~Communicator();
+    Communicator(const Communicator&) = delete;
+    Communicator& operator=(const Communicator&) = delete;
+
+    int rank() const;
+    int world_size() const;
+    const dist::ParallelLayout& layout() const;
+    dist::Coordinates coordinates() const;
+    // Members of `group` that hold this rank, as global ranks.
+    std::vector<int> members(Group group) const;
+
+    // Sums the tensors over the group, in place (nothing to do for a group of one). Tensors of one
+    // dtype and device are flattened into buckets of at most 64 MiB, so a model's gradients travel
+    // in a few messages; `scale` multiplies the sums (1 / DP for a mean).
+    void all_reduce_sum(const std::vector<at::Tensor>& tensors, Group group, double scale = 1.0);
+    // The sum of one number over the group, computed in fp64.
+    double sum(double value, Group group);
+    double max(double value, Group group);
+    // Element-wise maxima of a few numbers over the group, in one collective (fp64).
+    std::vector<double> max(std::vector<double> values, Group group);
+
+    // Point to point, between global ranks (pipeline activations and their gradients).
+    void send(const at::Tensor& tensor, int dst);
+    void recv(at::Tensor& tensor, int src);
+
+    void barrier();
+    // A last barrier, then the heartbeat stops: call before a normal exit so that rank 0, which
+    // holds the store, does not leave while the others still use it.
+    void finish();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mds::trainer

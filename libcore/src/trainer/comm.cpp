@@ -1,0 +1,346 @@
+#include "mds/trainer/comm.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "mds/util/error.h"
+
+namespace mds::trainer {
+namespace {
+
+constexpr std::int64_t kBucketBytes = 64ll << 20;
+
+// c10 errors carry a C++ backtrace after the message: keep the message.
+std::string short_message(const std::exception& e) {
+    std::string m;
+    if (const auto* c = dynamic_cast<const c10::Error*>(&e)) m = c->what_without_backtrace();
+    else m = e.what();
+    const auto nl = m.find('\n');
+    if (nl != std::string::npos) m.resize(nl);
+    return m;
+}
+
+std::string beat_key(int rank) { return "mds/beat/" + std::to_string(rank); }
+
+struct Beat {
+    std::int64_t counter = -1;  // -1: never published
+    std::int64_t seq = 0;
+    std::string phase;
+};
+
+Beat parse_beat(const std::vector<std::uint8_t>& v) {
+    Beat b;
+    std::istringstream in(std::string(v.begin(), v.end()));
+    in >> b.counter >> b.seq;
+    std::getline(in >> std::ws, b.phase);
+    return b;
+}
+
+}  // namespace
+
+const char* group_name(Group group) {
+    switch (group) {
+    case Group::World: return "world";
+    case Group::Tensor: return "tensor-parallel";
+    case Group::Data: return "data-parallel";
+    case Group::Pipeline: return "pipeline-parallel";
+    case Group::Embedding: return "embedding";
+    }
+    return "?";
+}
+
+struct Communicator::Impl {
+    struct ProcessGroup {
+        std::vector<int> ranks;  // global ranks, sorted
+        c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;  // null for a group of one
+    };
+
+    dist::LaunchInfo launch;
+    dist::ParallelLayout layout;
+    CommOptions options;
+    c10::intrusive_ptr<c10d::TCPStore> store;       // the main thread's connection
+    c10::intrusive_ptr<c10d::TCPStore> beat_store;  // the heartbeat thread's own connection
+    std::map<Group, ProcessGroup> groups;
+
+    std::atomic<std::int64_t> seq{0};
+    std::mutex phase_mutex;
+    std::string phase = "joining";
+    std::atomic<bool> stop{false};
+    std::mutex stop_mutex;
+    std::condition_variable stop_cv;
+    std::thread beat;
+
+    Impl(const dist::LaunchInfo& l, const dist::ParallelLayout& lay, const CommOptions& o) : launch(l), layout(lay), options(o) {}
+
+    int rank() const { return launch.rank; }
+    std::string where() const { return launch.master_addr + ":" + std::to_string(launch.master_port); }
+
+    c10::intrusive_ptr<c10d::TCPStore> connect(bool server) {
+        c10d::TCPStoreOptions so;
+        so.port = static_cast<std::uint16_t>(launch.master_port);
+        so.isServer = server;
+        so.numWorkers = launch.world_size;
+        so.waitWorkers = false;
+        so.timeout = options.timeout;
+        try {
+            return c10::make_intrusive<c10d::TCPStore>(launch.master_addr, so);
+        } catch (const std::exception& e) {
+            throw Error("rank " + std::to_string(rank()) + (server ? " could not open the rendezvous store on port " +
+                                                                         std::to_string(launch.master_port) + " (MASTER_PORT)"
+                                                                   : " could not reach the rendezvous store of rank 0 at " + where() +
+                                                                         " (MASTER_ADDR:MASTER_PORT)") +
+                        ": " + short_message(e));
+        }
+    }
+
+    void set_phase(std::string p) {
+        std::lock_guard<std::mutex> lock(phase_mutex);
+        phase = std::move(p);
+    }
+
+    void heartbeat_loop() {
+        std::int64_t counter = 0;
+        while (!stop) {
+            std::string value;
+            {
+                std::lock_guard<std::mutex> lock(phase_mutex);
+                value = std::to_string(counter++) + " " + std::to_string(seq.load()) + " " + phase;
+            }
+            try {
+                beat_store->set(beat_key(rank()), std::vector<std::uint8_t>(value.begin(), value.end()));
+            } catch (const std::exception&) {
+                // Rank 0 is gone: the main thread finds out at its next collective and says so.
+            }
+            std::unique_lock<std::mutex> lock(stop_mutex);
+            stop_cv.wait_for(lock, options.heartbeat, [&] { return stop.load(); });
+        }
+    }
+
+    void stop_heartbeat() {
+        {
+            std::lock_guard<std::mutex> lock(stop_mutex);
+            stop = true;
+        }
+        stop_cv.notify_all();
+        if (beat.joinable()) beat.join();
+    }
+
+    std::map<int, Beat> read_beats() {
+        std::map<int, Beat> out;
+        for (int r = 0; r < launch.world_size; ++r) {
+            if (r == rank()) continue;
+            const auto key = beat_key(r);
+            out[r] = store->check({key}) ? parse_beat(store->get(key)) : Beat{};
+        }
+        return out;
+    }
+
+    // Who is to blame for a failed collective, from the heartbeats of every rank.
+    std::string diagnose(const std::vector<int>& group_ranks, std::int64_t my_seq) {
+        try {
+            const auto before = read_beats();
+            std::this_thread::sleep_for(options.heartbeat * 3 + std::chrono::milliseconds(200));
+            const auto after = read_beats();
+            std::vector<std::string> dead, behind;
+            for (const auto& [r, b] : after) {
+                const auto& a = before.at(r);
+                if (b.counter < 0) {
+                    dead.push_back("rank " + std::to_string(r) + " never joined");
+                } else if (b.counter == a.counter) {
+                    dead.push_back("rank " + std::to_string(r) + " stopped answering: it died, was killed or is stopped (its last "
+                                   "heartbeat: " + (b.phase.empty() ? std::string() : b.phase + ", ") + "collective #" +
+                                   std::to_string(b.seq) + ")");
+                }
+            }
+            if (dead.empty())
+                for (int r : group_ranks) {
+                    if (r == rank()) continue;
+                    const auto& b = after.at(r);
+                    if (b.seq < my_seq)
+                        behind.push_back("rank " + std::to_string(r) + " is alive but has not reached collective #" +
+                                         std::to_string(my_seq) + " (it is at #" + std::to_string(b.seq) + ", " + b.phase +
+                                         "): it hangs or is much slower");
+                }
+            std::string out;
+            for (const auto* list : {&dead, &behind})
+                for (const auto& s : *list) out += (out.empty() ? "" : "; ") + s;
+            return out.empty() ? "every rank still answers; the network between them failed" : out;
+        } catch (const std::exception& e) {
+            return "rank 0, which holds the rendezvous store at " + where() + ", cannot be reached (it died or its node failed: " +
+                   short_message(e) + ")";
+        }
+    }
+
+    // Runs one collective, turning a failure or a timeout into an error that names the rank.
+    void run(const std::string& what, Group group, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+        const std::int64_t my_seq = ++seq;
+        set_phase(what + " over the " + group_name(group) + " group");
+        try {
+            start()->wait();
+        } catch (const std::exception& e) {
+            const auto& ranks = groups.at(group).ranks;
+            const std::string cause = diagnose(ranks, my_seq);
+            throw Error("rank " + std::to_string(rank()) + ": " + what + " over the " + group_name(group) + " group (collective #" +
+                        std::to_string(my_seq) + ") failed: " + cause + " [" + short_message(e) + "]");
+        }
+        set_phase("computing");
+    }
+
+    ProcessGroup& group(Group g) { return groups.at(g); }
+
+    std::vector<double> numbers(std::vector<double> values, Group g, c10d::ReduceOp op, const char* what) {
+        auto& pg = group(g);
+        if (!pg.pg || values.empty()) return values;
+        std::vector<at::Tensor> buf{at::tensor(values, at::TensorOptions().dtype(at::kDouble))};
+        c10d::AllreduceOptions opts;
+        opts.reduceOp = op;
+        run(what, g, [&] { return pg.pg->allreduce(buf, opts); });
+        const auto* out = buf[0].data_ptr<double>();
+        return {out, out + values.size()};
+    }
+};
+
+Communicator::Communicator(const dist::LaunchInfo& launch, const dist::ParallelLayout& layout, const CommOptions& options)
+    : impl_(std::make_unique<Impl>(launch, layout, options)) {
+    auto& m = *impl_;
+    if (layout.world_size() != launch.world_size)
+        throw Error("the parallel layout is for " + std::to_string(layout.world_size()) + " ranks, the launcher started " +
+                    std::to_string(launch.world_size));
+    m.store = m.connect(launch.rank == 0);
+    m.beat_store = m.connect(false);
+    m.beat = std::thread([&m] { m.heartbeat_loop(); });
+
+    const int r = launch.rank;
+    auto gloo_options = [&]() { return c10d::ProcessGroupGloo::Options::create_default(options.timeout); };
+    auto build = [&](Group g, const std::string& prefix, const std::vector<std::vector<int>>& all) {
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            const auto& ranks = all[i];
+            const auto it = std::find(ranks.begin(), ranks.end(), r);
+            if (it == ranks.end()) continue;
+            Impl::ProcessGroup pg;
+            pg.ranks = ranks;
+            if (ranks.size() > 1) {
+                const int index = static_cast<int>(it - ranks.begin());
+                auto store = c10::make_intrusive<c10d::PrefixStore>("mds/" + prefix + "/" + std::to_string(i), m.store);
+                m.set_phase("joining the " + std::string(group_name(g)) + " group");
+                try {
+                    pg.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, index, static_cast<int>(ranks.size()), gloo_options());
+                } catch (const std::exception& e) {
+                    m.groups[g] = pg;
+                    throw Error("rank " + std::to_string(r) + ": joining the " + group_name(g) + " group failed: " +
+                                m.diagnose(ranks, 0) + " [" + short_message(e) + "]");
+                }
+            }
+            m.groups[g] = std::move(pg);
+        }
+    };
+    std::vector<int> world(static_cast<std::size_t>(launch.world_size));
+    for (int i = 0; i < launch.world_size; ++i) world[static_cast<std::size_t>(i)] = i;
+    try {
+        build(Group::World, "world", {world});
+        build(Group::Tensor, "tp", layout.all_tensor_groups());
+        build(Group::Data, "dp", layout.all_data_groups());
+        build(Group::Pipeline, "pp", layout.all_pipeline_groups());
+        build(Group::Embedding, "embedding", layout.all_embedding_groups());
+    } catch (...) {
+        m.stop_heartbeat();
+        throw;
+    }
+    m.set_phase("computing");
+}
+
+Communicator::~Communicator() {
+    impl_->stop_heartbeat();
+}
+
+int Communicator::rank() const { return impl_->rank(); }
+int Communicator::world_size() const { return impl_->launch.world_size; }
+const dist::ParallelLayout& Communicator::layout() const { return impl_->layout; }
+dist::Coordinates Communicator::coordinates() const { return impl_->layout.coordinates(rank()); }
+std::vector<int> Communicator::members(Group group) const { return impl_->groups.at(group).ranks; }
+
+void Communicator::all_reduce_sum(const std::vector<at::Tensor>& tensors, Group group, double scale) {
+    c10::NoGradGuard no_grad;
+    auto& g = impl_->group(group);
+    if (!g.pg) {
+        if (scale != 1.0)
+            for (const auto& t : tensors) t.mul_(scale);
+        return;
+    }
+    std::size_t i = 0;
+    while (i < tensors.size()) {
+        // A bucket: consecutive tensors of one dtype and device, up to kBucketBytes (at least one).
+        std::size_t j = i + 1;
+        std::int64_t bytes = tensors[i].numel() * static_cast<std::int64_t>(tensors[i].element_size());
+        while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() && tensors[j].device() == tensors[i].device()) {
+            const auto b = tensors[j].numel() * static_cast<std::int64_t>(tensors[j].element_size());
+            if (bytes + b > kBucketBytes) break;
+            bytes += b;
+            ++j;
+        }
+        at::Tensor flat;
+        if (j - i == 1 && tensors[i].is_contiguous()) {
+            flat = tensors[i].view({-1});
+        } else {
+            std::vector<at::Tensor> views;
+            for (std::size_t k = i; k < j; ++k) views.push_back(tensors[k].reshape({-1}));
+            flat = at::cat(views);
+        }
+        std::vector<at::Tensor> buf{flat};
+        impl_->run("all_reduce", group, [&] { return g.pg->allreduce(buf); });
+        if (scale != 1.0) flat.mul_(scale);
+        if (!(j - i == 1 && tensors[i].is_contiguous())) {
+            std::int64_t off = 0;
+            for (std::size_t k = i; k < j; ++k) {
+                const auto n = tensors[k].numel();
+                tensors[k].copy_(flat.narrow(0, off, n).view(tensors[k].sizes()));
+                off += n;
+            }
+        }
+        i = j;
+    }
+}
+
+double Communicator::sum(double value, Group group) { return impl_->numbers({value}, group, c10d::ReduceOp::SUM, "sum")[0]; }
+double Communicator::max(double value, Group group) { return impl_->numbers({value}, group, c10d::ReduceOp::MAX, "max")[0]; }
+std::vector<double> Communicator::max(std::vector<double> values, Group group) {
+    return impl_->numbers(std::move(values), group, c10d::ReduceOp::MAX, "max");
+}
+
+void Communicator::send(const at::Tensor& tensor, int dst) {
+    std::vector<at::Tensor> buf{tensor.contiguous()};
+    auto& g = impl_->group(Group::World);
+    impl_->run("send to rank " + std::to_string(dst), Group::World, [&] { return g.pg->send(buf, dst, 0); });
+}
+
+void Communicator::recv(at::Tensor& tensor, int src) {
+    std::vector<at::Tensor> buf{tensor.is_contiguous() ? tensor : tensor.contiguous()};
+    auto& g = impl_->group(Group::World);
+    impl_->run("receive from rank " + std::to_string(src), Group::World, [&] { return g.pg->recv(buf, src, 0); });
+    if (!buf[0].is_same(tensor)) tensor.copy_(buf[0]);
+}
+
+void Communicator::barrier() {
+    auto& g = impl_->group(Group::World);
+    if (!g.pg) return;
+    impl_->run("barrier", Group::World, [&] { return g.pg->barrier(); });
+}
+
+void Communicator::finish() {
+    barrier();
+    impl_->stop_heartbeat();
+}
+
+}  // namespace mds::trainer

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""mds-train data-parallel on CPU over Gloo, started as torchrun starts processes:
+  - 2 and 4 processes (RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT) train the same tiny GPT on the
+    same data as one process: the same lm loss every iteration and the same validation losses, to fp32 tolerance;
+    only the last rank prints iteration lines (Megatron's print_rank_last);
+  - the real `torchrun --no-python` of the venv's torch starts them too, with the same losses, and so does `srun -n 2`
+    on a real single-node SLURM (slurm_cluster.py; skipped without root or the SLURM packages), where each task
+    finds its rank, local rank and the master host from SLURM's variables alone;
+  - a rank killed with SIGKILL, or stopped with SIGSTOP (a hang), makes the others exit non-zero within the
+    timeout (--distributed-timeout-minutes) with an error naming that rank, instead of waiting forever;
+  - a signal that reaches one rank only (SIGUSR1) stops every rank after the same iteration;
+  - usage errors: tensor / pipeline parallelism (not implemented yet), --save with several processes, a
+    world size the global batch does not divide, a malformed launcher variable.
+Exits 77 without LibTorch (no mds-train binary)."""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SOURCE = os.environ.get("MDS_SOURCE_DIR", ".")
+sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
+import testkit  # noqa: E402
+from slurm_cluster import SlurmCluster  # noqa: E402
+from testkit import check  # noqa: E402
+import tiny_dataset  # noqa: E402
+
+TRAIN = testkit.binary("mds-train")
+BIN = os.path.dirname(TRAIN)
+ITERS = 20
+LOSS = re.compile(r"^ iteration +(\d+)/ +\d+ \| consumed samples: +(\d+) \|.* lm loss: (\S+) \|")
+VALID = re.compile(r"validation loss at (.*) \| lm loss value: (\S+) \|")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def flags(data, iters=ITERS, extra=()):
+    return [*data, "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+            "--max-position-embeddings", "32", "--micro-batch-size", "2", "--global-batch-size", "8",
+            "--train-iters", str(iters), "--lr", "3e-3", "--min-lr", "3e-4", "--lr-decay-style", "cosine",
+            "--lr-warmup-iters", "3", "--weight-decay", "0.1", "--clip-grad", "1.0", "--hidden-dropout", "0",
+            "--attention-dropout", "0", "--log-interval", "1", "--eval-interval", "10", "--eval-iters", "2",
+            "--seed", "7", "--threads", "1", "--device", "cpu", "--distributed-backend", "gloo", *extra]
+
+
+def clean_env():
+    """The environment without any launcher's variables (the test itself may run under one)."""
+    launch = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    return {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI_")) and k not in launch}
+
+
+def rank_env(rank, world, port):
+    env = clean_env()
+    env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    return env
+
+
+def start(args, world, port):
+    return [subprocess.Popen([TRAIN, *args], env=rank_env(r, world, port), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for r in range(world)]
+
+
+def wait_all(procs, timeout=600):
+    outs = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            err += "\n[test: killed after the timeout]"
+        outs.append((p.returncode, out, err))
+    return outs
+
+
+def curve(out):
+    losses = [(int(m.group(1)), int(m.group(2)), float(m.group(3))) for m in map(LOSS.match, out.splitlines()) if m]
+    valid = [(m.group(1), float(m.group(2))) for m in map(VALID.search, out.splitlines()) if m]
+    return losses, valid
+
+
+def same_curve(name, ref, got, rtol=2e-5):
+    (rl, rv), (gl, gv) = ref, got
+    if not check(len(gl) == len(rl) == ITERS, f"{name}: {len(gl)} iteration lines, one process printed {len(rl)}"):
+        return
+    check([x[:2] for x in gl] == [x[:2] for x in rl], f"{name}: iterations / consumed samples differ")
+    worst = max(abs(a[2] - b[2]) / abs(b[2]) for a, b in zip(gl, rl))
+    check(worst <= rtol, f"{name}: lm loss differs from one process by {worst:.2e} (relative) > {rtol:.0e}")
+    check(len(gv) == len(rv) >= 3, f"{name}: {len(gv)} validation blocks, one process printed {len(rv)}")
+    for (wa, a), (wb, b) in zip(gv, rv):
+        check(wa == wb and abs(a - b) <= rtol * abs(b), f"{name}: validation at {wa}: {a} vs one process {b}")
+    print(f"{name}: {len(gl)} iterations, lm loss {gl[0][2]:.4f} -> {gl[-1][2]:.4f}, worst relative difference "
+          f"from one process {worst:.1e}")
+
+
+def equivalence(tmp, data):
+    one = subprocess.run([TRAIN, *flags(data)], capture_output=True, text=True, env=rank_env(0, 1, free_port()))
+    if not check(one.returncode == 0, f"one process exited {one.returncode}: {one.stderr[-2000:]}"):
+        return
+    ref = curve(one.stdout)
+    srun_launch(tmp, data, ref)
+    check(ref[0][-1][2] < ref[0][0][2] - 0.3, f"one process: the loss did not fall ({ref[0][0][2]} -> {ref[0][-1][2]})")
+    for world in (2, 4):
+        outs = wait_all(start(flags(data), world, free_port()))
+        for r, (rc, out, err) in enumerate(outs):
+            check(rc == 0, f"DP={world}: rank {r} exited {rc}: {err[-2000:]}")
+            if r != world - 1:
+                check(not curve(out)[0], f"DP={world}: rank {r} printed iteration lines (only the last rank should)")
+        check("data parallel over %d processes" % world in outs[0][2], f"DP={world}: rank 0 did not report the layout")
+        same_curve(f"DP={world}", ref, curve(outs[-1][1]))
+
+    torchrun = os.path.join(os.path.dirname(os.environ.get("MDS_PYTHON", sys.executable)), "torchrun")
+    if not os.path.exists(torchrun):
+        print(f"note: {torchrun} missing, the real torchrun launch is not checked")
+        return
+    env = dict(clean_env(), OMP_NUM_THREADS="1")
+    r = subprocess.run([torchrun, "--no-python", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                        "--master-port", str(free_port()), "--tee", "3", "--log-dir", tmp + "/torchrun", TRAIN,
+                        *flags(data)], capture_output=True, text=True, env=env, timeout=600)
+    if not check(r.returncode == 0, f"torchrun exited {r.returncode}: {r.stderr[-3000:]}"):
+        return
+    # --tee prefixes each line with "[rank]:"; rank 1 (the last) prints the iteration lines.
+    rank1 = "\n".join(line.split(":", 1)[1] for line in r.stdout.splitlines() if line.startswith("[default1]:"))
+    same_curve("torchrun --no-python, 2 processes", ref, curve(rank1))
+
+
+def srun_launch(tmp, data, ref):
+    why = SlurmCluster.unavailable()
+    if why:
+        print(f"note: srun launch not checked: {why}")
+        return
+    probe = os.path.join(BIN, "dist_probe")
+    with SlurmCluster(cpus=4) as c:
+        r = c.run(["srun", "-n", "2", probe, "launch"], timeout=120)
+        if check(r.returncode == 0, f"srun -n 2 dist_probe launch: {r.returncode} {r.stderr[-800:]}"):
+            seen = sorted((j["rank"], j["local_rank"], j["world_size"], j["local_world_size"], j["launcher"], j["master_addr"])
+                          for j in map(json.loads, r.stdout.split("\n")[:-1]))
+            want = [(i, i, 2, 2, "srun", c.host) for i in range(2)]
+            check(seen == want, f"srun -n 2: the tasks saw {seen}, expected {want}")
+        out = tmp + "/srun"
+        os.makedirs(out)
+        r = c.run(["srun", "-n", "2", "-o", out + "/%t.out", "-e", out + "/%t.err", TRAIN, *flags(data)], timeout=600,
+                  env={"MASTER_PORT": str(free_port())})
+        logs = {}
+        for t in (0, 1):
+            for kind in ("out", "err"):
+                with open(f"{out}/{t}.{kind}") as f:
+                    logs[t, kind] = f.read()
+        if check(r.returncode == 0, f"srun -n 2 mds-train exited {r.returncode}: {r.stderr[-800:]} "
+                                    f"{logs[0, 'err'][-800:]} {logs[1, 'err'][-800:]}"):
+            check("data parallel over 2 processes (srun" in logs[0, "err"], "srun: rank 0 did not report the srun launch")
+            same_curve("srun -n 2", ref, curve(logs[1, "out"]))
+
+
+def read_until_iteration(proc, deadline):
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            return False
+        if LOSS.match(line):
+            return True
+    return False
+
+
+def failures(tmp, data):
+    """A rank that dies or hangs: the survivor exits with an error naming it, within the timeout."""
+    cases = (("killed", 1, signal.SIGKILL, r"rank 1 stopped answering"),
+             ("hung", 1, signal.SIGSTOP, r"rank 1 stopped answering"),
+             ("killed", 0, signal.SIGKILL, r"rank 0, which holds the rendezvous store at 127\.0\.0\.1:\d+, cannot be reached"))
+    for how, rank, sig, want in cases:
+        procs = start(flags(data, 100000, ["--distributed-timeout-minutes", "0.25"]), 2, free_port())
+        victim, survivor = procs[rank], procs[1 - rank]
+        # Rank 1 prints the iteration lines: once one is out, both ranks train.
+        ok = check(read_until_iteration(procs[1], time.time() + 300), f"rank {rank} {how}: no iteration line")
+        t0 = time.time()
+        if ok:
+            victim.send_signal(sig)
+        try:
+            _, err = survivor.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            survivor.kill()
+            _, err = survivor.communicate()
+            check(False, f"rank {rank} {how}: rank {1 - rank} still running 120 s later")
+        elapsed = time.time() - t0
+        victim.kill()
+        victim.communicate()
+        if not ok:
+            continue
+        name = f"rank {rank} {how}: rank {1 - rank}"
+        check(survivor.returncode is not None and survivor.returncode > 0, f"{name} exited {survivor.returncode}, expected an error")
+        check(re.search(want, err) is not None, f"{name}'s error does not say /{want}/: {err[-1500:]}")
+        check("Traceback" not in err and "terminate called" not in err, f"{name} crashed: {err[-1500:]}")
+        print(f"{name} exited {survivor.returncode} after {elapsed:.1f} s: {err.strip().splitlines()[-1][:300]}")
+
+
+def one_rank_signal(tmp, data):
+    """SIGUSR1 to rank 0 only: both ranks stop after the same iteration, exit 0."""
+    procs = start(flags(data, 100000), 2, free_port())
+    if check(read_until_iteration(procs[1], time.time() + 300), "signal: rank 1 printed no iteration line"):
+        procs[0].send_signal(signal.SIGUSR1)
+    outs = wait_all(procs, timeout=300)
+    for r, (rc, out, err) in enumerate(outs):
+        check(rc == 0, f"SIGUSR1 on rank 0: rank {r} exited {rc}: {err[-1500:]}")
+    stops = [re.findall(r"stopped \(SIGUSR1\) after (\d+) iterations", err) for _, _, err in outs]
+    check(len(stops[0]) == 1 and stops[0] == stops[1], f"SIGUSR1 on rank 0: the ranks stopped at {stops}")
+
+
+def usage_errors(tmp, data):
+    cases = [
+        (["--tensor-model-parallel-size", "2"], 2, "tensor and pipeline parallelism are not implemented"),
+        (["--pipeline-model-parallel-size", "2"], 2, "tensor and pipeline parallelism are not implemented"),
+        (["--save", tmp + "/ckpt", "--save-interval", "5"], 2, "--save with several processes"),
+        (["--global-batch-size", "6"], 4, "not divisible by micro batch size 2 × data parallel size 4"),
+    ]
+    for extra, world, want in cases:
+        outs = wait_all(start(flags(data, 5, extra), world, free_port()), timeout=120)
+        rc, _, err = outs[0]
+        check(rc != 0 and want in err, f"{extra} on {world} processes: exit {rc}, expected an error with "
+                                       f"{want!r}: {err[-600:]}")
+    env = rank_env(0, 2, free_port())
+    env["RANK"] = "2"
+    r = subprocess.run([TRAIN, *flags(data, 5)], capture_output=True, text=True, env=env, timeout=60)
+    check(r.returncode != 0 and "RANK=2" in r.stderr, f"RANK=2 of WORLD_SIZE=2: exit {r.returncode}: {r.stderr[-400:]}")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="mds-train-dp-")
+    try:
+        prefix, vocab, merges = tiny_dataset.make(tmp, BIN, SOURCE, 1000)
+        data = ["--data-path", prefix, "--vocab-file", vocab, "--merge-file", merges, "--split", "90,8,2"]
+        equivalence(tmp, data)
+        failures(tmp, data)
+        one_rank_signal(tmp, data)
+        usage_errors(tmp, data)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    testkit.finish()
+
+
+if __name__ == "__main__":
+    main()

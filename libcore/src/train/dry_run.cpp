@@ -275,6 +275,7 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     r.micro_batch_size = o.micro_batch_size;
     r.global_batch_size = gbs;
     r.num_micro_batches = gbs / (o.micro_batch_size * dp);
+    r.pipeline_bubble = static_cast<double>(pp - 1) / static_cast<double>(r.num_micro_batches + pp - 1);
     r.precision = o.fp16 ? "fp16" : o.bf16 ? "bf16" : "fp32";
     r.zero_stage = p.zero_stage;
     r.checkpoint_activations = m.checkpoint_activations;
@@ -381,6 +382,25 @@ std::string format_dry_run(const DryRunReport& r) {
         << " x DP " << r.data_parallel_size << "\n";
     out << "  micro batch " << r.micro_batch_size << ", global batch " << r.global_batch_size << " = "
         << r.num_micro_batches << " micro batches x DP " << r.data_parallel_size << "\n";
+    // Megatron's rank order (dist/layout.h): TP fastest, then DP, then PP.
+    const std::int64_t per_stage = r.tensor_model_parallel_size * r.data_parallel_size;
+    out << "  ranks: " << per_stage << " per stage (TP " << r.tensor_model_parallel_size << " x DP " << r.data_parallel_size
+        << "); a replica's TP ranks are neighbours, DP peers " << r.tensor_model_parallel_size << " apart, stages "
+        << per_stage << " apart\n   ";
+    const std::int64_t pp_size = r.pipeline_model_parallel_size;
+    for (std::int64_t s = 0; s < pp_size; ++s) {
+        if (pp_size > 4 && s == 2) {
+            out << " ...,";
+            s = pp_size - 2;
+            continue;
+        }
+        out << " stage " << s << ": ranks " << s * per_stage << "-" << (s + 1) * per_stage - 1 << (s + 1 < pp_size ? "," : "\n");
+    }
+    if (pp_size > 1)
+        out << "  pipeline bubble (1F1B): (PP - 1) / (micro batches + PP - 1) = " << pp_size - 1 << " / "
+            << r.num_micro_batches + pp_size - 1 << " = " << fixed(100.0 * r.pipeline_bubble, 1) << "% of each step idle\n";
+    else
+        out << "  no pipeline: no bubble\n";
     out << "  " << r.precision << (r.precision == "fp32" ? "" : " mixed precision") << ", ZeRO stage " << r.zero_stage
         << ", ";
     if (r.checkpoint_activations)
@@ -464,6 +484,8 @@ nlohmann::json dry_run_json(const DryRunReport& r) {
           {"micro_batch_size", r.micro_batch_size},
           {"global_batch_size", r.global_batch_size},
           {"num_micro_batches", r.num_micro_batches},
+          {"ranks_per_stage", r.tensor_model_parallel_size * r.data_parallel_size},
+          {"pipeline_bubble", r.pipeline_bubble},
           {"precision", r.precision},
           {"zero_stage", r.zero_stage},
           {"checkpoint_activations", r.checkpoint_activations},

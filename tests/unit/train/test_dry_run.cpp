@@ -179,12 +179,20 @@ TEST_CASE("dry run: tr1-13B — parameters, memory per GPU, 300B tokens at 45 TF
     CHECK(text.find("parameters 12,854,282,240 (12.85 B)") != std::string::npos);
     CHECK(text.find("256 GPUs = TP 2 x PP 4 x DP 32") != std::string::npos);
     CHECK(text.find("vocabulary 50,257, padded to 50,432") != std::string::npos);
+    // tr1-13B: 32 micro batches per step through 4 stages.
+    CHECK(text.find("ranks: 64 per stage (TP 2 x DP 32)") != std::string::npos);
+    CHECK(text.find("stage 0: ranks 0-63, stage 1: ranks 64-127, stage 2: ranks 128-191, stage 3: ranks 192-255\n") !=
+          std::string::npos);
+    CHECK(text.find("pipeline bubble (1F1B): (PP - 1) / (micro batches + PP - 1) = 3 / 35 = 8.6% of each step idle") !=
+          std::string::npos);
     CHECK(text.find("at 45.0 TFLOPs per GPU on 256 GPUs: 31.00 days (8 x tokens x parameters)") != std::string::npos);
     CHECK(text.back() == '\n');
 
     const nlohmann::json j = dry_run_json(r);
     CHECK(j["model"]["parameters"] == 12'854'282'240);
     CHECK(j["layout"]["data_parallel_size"] == 32);
+    CHECK(j["layout"]["ranks_per_stage"] == 64);
+    CHECK(j["layout"]["pipeline_bubble"].get<double>() == doctest::Approx(3.0 / 35.0));
     CHECK(j["memory"]["stages"].size() == 2);
     CHECK(j["memory"]["largest_stage"] == "first");
     CHECK(j["memory"]["per_gpu_bytes"] == first.total_bytes);

@@ -83,6 +83,8 @@ struct DryRunReport {
     std::int64_t micro_batch_size = 0;
     std::int64_t global_batch_size = 0;              // the final one under a ramp-up
     std::int64_t num_micro_batches = 0;
+    // The 1F1B schedule's idle share of a step: (PP - 1) / (micro batches + PP - 1); 0 when PP = 1.
+    double pipeline_bubble = 0.0;
     std::string precision;                           // "fp16", "bf16" or "fp32"
     std::int64_t zero_stage = 0;
     bool checkpoint_activations = false;

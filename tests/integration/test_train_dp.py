@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """mds-train data-parallel on CPU over Gloo, started as torchrun starts processes:
-  - 2 and 4 processes (RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT) train the same tiny GPT on the
-    same data as one process: the same lm loss every iteration and the same validation losses, to fp32 tolerance;
-    only the last rank prints iteration lines (Megatron's print_rank_last);
+  - 2, 3 and 4 processes (RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT) train the same tiny GPT on
+    the same data as one process: the same lm loss, grad norm and params norm every iteration and the same
+    validation losses, to fp32 tolerance, with the optimizer states partitioned (ZeRO-1, 3 ranks: uneven, padded
+    partitions); only the last rank prints iteration lines (Megatron's print_rank_last);
+  - ZeRO stage 0 (replicated states) and stage 1 give identical lines, in fp32 and in bf16; bf16 on 2 processes
+    stays within 1e-3 of one process;
+  - a one-process checkpoint (iteration 10) resumed on 2 processes (every rank loads it, each keeps its ZeRO-1
+    partition of the optimizer states) continues exactly as the one-process resume and the uninterrupted run;
   - the real `torchrun --no-python` of the venv's torch starts them too, with the same losses, and so does `srun -n 2`
     on a real single-node SLURM (slurm_cluster.py; skipped without root or the SLURM packages), where each task
     finds its rank, local rank and the master host from SLURM's variables alone;
@@ -34,7 +39,8 @@ import tiny_dataset  # noqa: E402
 TRAIN = testkit.binary("mds-train")
 BIN = os.path.dirname(TRAIN)
 ITERS = 20
-LOSS = re.compile(r"^ iteration +(\d+)/ +\d+ \| consumed samples: +(\d+) \|.* lm loss: (\S+) \|")
+LOSS = re.compile(r"^ iteration +(\d+)/ +\d+ \| consumed samples: +(\d+) \|.* lm loss: (\S+) \| grad norm: (\S+) \|"
+                  r".* params norm: (\S+) \|")
 VALID = re.compile(r"validation loss at (.*) \| lm loss value: (\S+) \|")
 
 
@@ -46,10 +52,10 @@ def free_port():
 
 def flags(data, iters=ITERS, extra=()):
     return [*data, "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
-            "--max-position-embeddings", "32", "--micro-batch-size", "2", "--global-batch-size", "8",
+            "--max-position-embeddings", "32", "--micro-batch-size", "2", "--global-batch-size", "24",
             "--train-iters", str(iters), "--lr", "3e-3", "--min-lr", "3e-4", "--lr-decay-style", "cosine",
             "--lr-warmup-iters", "3", "--weight-decay", "0.1", "--clip-grad", "1.0", "--hidden-dropout", "0",
-            "--attention-dropout", "0", "--log-interval", "1", "--eval-interval", "10", "--eval-iters", "2",
+            "--attention-dropout", "0", "--log-params-norm", "--log-interval", "1", "--eval-interval", "10", "--eval-iters", "2",
             "--seed", "7", "--threads", "1", "--device", "cpu", "--distributed-backend", "gloo", *extra]
 
 
@@ -85,7 +91,8 @@ def wait_all(procs, timeout=600):
 
 
 def curve(out):
-    losses = [(int(m.group(1)), int(m.group(2)), float(m.group(3))) for m in map(LOSS.match, out.splitlines()) if m]
+    losses = [(int(m.group(1)), int(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5)))
+              for m in map(LOSS.match, out.splitlines()) if m]
     valid = [(m.group(1), float(m.group(2))) for m in map(VALID.search, out.splitlines()) if m]
     return losses, valid
 
@@ -97,6 +104,10 @@ def same_curve(name, ref, got, rtol=2e-5):
     check([x[:2] for x in gl] == [x[:2] for x in rl], f"{name}: iterations / consumed samples differ")
     worst = max(abs(a[2] - b[2]) / abs(b[2]) for a, b in zip(gl, rl))
     check(worst <= rtol, f"{name}: lm loss differs from one process by {worst:.2e} (relative) > {rtol:.0e}")
+    # grad norm and params norm are printed with 3 decimals: equal up to the last digit's rounding.
+    for k, what in ((3, "grad norm"), (4, "params norm")):
+        off = max(abs(a[k] - b[k]) for a, b in zip(gl, rl))
+        check(off <= 1.001e-3 + rtol * max(b[k] for b in rl), f"{name}: {what} differs from one process by {off}")
     check(len(gv) == len(rv) >= 3, f"{name}: {len(gv)} validation blocks, one process printed {len(rv)}")
     for (wa, a), (wb, b) in zip(gv, rv):
         check(wa == wb and abs(a - b) <= rtol * abs(b), f"{name}: validation at {wa}: {a} vs one process {b}")
@@ -109,16 +120,34 @@ def equivalence(tmp, data):
     if not check(one.returncode == 0, f"one process exited {one.returncode}: {one.stderr[-2000:]}"):
         return
     ref = curve(one.stdout)
+    resume(tmp, data, ref)
     srun_launch(tmp, data, ref)
     check(ref[0][-1][2] < ref[0][0][2] - 0.3, f"one process: the loss did not fall ({ref[0][0][2]} -> {ref[0][-1][2]})")
-    for world in (2, 4):
+    for world in (2, 3, 4):
         outs = wait_all(start(flags(data), world, free_port()))
         for r, (rc, out, err) in enumerate(outs):
             check(rc == 0, f"DP={world}: rank {r} exited {rc}: {err[-2000:]}")
             if r != world - 1:
                 check(not curve(out)[0], f"DP={world}: rank {r} printed iteration lines (only the last rank should)")
         check("data parallel over %d processes" % world in outs[0][2], f"DP={world}: rank 0 did not report the layout")
+        check("ZeRO stage 1: each rank holds the optimizer states of about" in outs[0][2],
+              f"DP={world}: rank 0 did not report the partitioned optimizer")
         same_curve(f"DP={world}", ref, curve(outs[-1][1]))
+
+    # ZeRO-0 vs ZeRO-1: the same gradients and element-wise updates, so the same lines to the last digit.
+    for precision in ([], ["--bf16"]):
+        curves = {}
+        for stage in ("0", "1"):
+            outs = wait_all(start(flags(data, extra=[*precision, "--zero-stage", stage]), 2, free_port()))
+            check(all(rc == 0 for rc, _, _ in outs), f"ZeRO-{stage} {precision}: exits {[o[0] for o in outs]}")
+            curves[stage] = curve(outs[-1][1])
+        name = "bf16" if precision else "fp32"
+        check(len(curves["0"][0]) == ITERS and curves["0"] == curves["1"],
+              f"{name}: ZeRO-0 and ZeRO-1 on 2 processes print different losses or norms")
+        if precision:
+            bf1 = subprocess.run([TRAIN, *flags(data, extra=precision)], capture_output=True, text=True,
+                                 env=rank_env(0, 1, free_port()))
+            same_curve("bf16 DP=2", curve(bf1.stdout), curves["1"], rtol=1e-3)
 
     torchrun = os.path.join(os.path.dirname(os.environ.get("MDS_PYTHON", sys.executable)), "torchrun")
     if not os.path.exists(torchrun):
@@ -161,6 +190,28 @@ def srun_launch(tmp, data, ref):
                                     f"{logs[0, 'err'][-800:]} {logs[1, 'err'][-800:]}"):
             check("data parallel over 2 processes (srun" in logs[0, "err"], "srun: rank 0 did not report the srun launch")
             same_curve("srun -n 2", ref, curve(logs[1, "out"]))
+
+
+def resume(tmp, data, ref):
+    ckpt = tmp + "/ckpt"
+    r = subprocess.run([TRAIN, *flags(data, extra=["--save", ckpt, "--save-interval", "10", "--exit-interval", "10"])],
+                       capture_output=True, text=True, env=rank_env(0, 1, free_port()))
+    if not check(r.returncode == 0 and os.path.exists(ckpt + "/latest"), f"save at 10: {r.returncode} {r.stderr[-800:]}"):
+        return
+    one = subprocess.run([TRAIN, *flags(data, extra=["--load", ckpt])], capture_output=True, text=True,
+                         env=rank_env(0, 1, free_port()))
+    outs = wait_all(start(flags(data, extra=["--load", ckpt]), 2, free_port()))
+    check(one.returncode == 0 and all(o[0] == 0 for o in outs), f"resume: exits {one.returncode} {[o[0] for o in outs]}: "
+                                                                 f"{outs[0][2][-800:]}")
+    a, b = curve(one.stdout)[0], curve(outs[-1][1])[0]
+    if not check(len(a) == len(b) == ITERS - 10 and a[0][0] == 11, f"resume: {len(a)} / {len(b)} iteration lines"):
+        return
+    worst = max(abs(x[2] - y[2]) / y[2] for x, y in zip(b, a))
+    check(worst <= 2e-5 and all(abs(x[4] - y[4]) <= 1.001e-3 for x, y in zip(b, a)),
+          f"resume on 2 processes differs from the one-process resume by {worst:.1e}")
+    check(all(abs(x[2] - y[2]) / y[2] <= 2e-5 for x, y in zip(a, ref[0][10:])),
+          "the one-process resume left the uninterrupted curve")
+    print(f"resume at 10 on 2 processes: iterations 11-20 within {worst:.1e} of the one-process resume")
 
 
 def read_until_iteration(proc, deadline):

@@ -119,32 +119,6 @@ std::string ds_param_name(const model::Parameter& p) {
     return std::to_string(p.layer) + "." + p.name;
 }
 
-// BMD's optimizer parameter groups (specs/checkpoints.md §5.1): weight-decay parameters in module
-// order split into two halves, then the no-decay ones; each flat buffer padded to 2 × DP.
-struct FlatGroup {
-    std::vector<std::size_t> params;
-    std::int64_t numel = 0;
-    std::int64_t padding = 0;
-    bool weight_decay = true;
-};
-
-std::vector<FlatGroup> bmd_groups(const std::vector<model::Parameter>& params, std::int64_t dp) {
-    std::vector<std::size_t> wd, no_wd;
-    for (std::size_t i = 0; i < params.size(); ++i) (params[i].weight_decay ? wd : no_wd).push_back(i);
-    const auto half = static_cast<std::ptrdiff_t>(wd.size() / 2);
-    std::vector<FlatGroup> groups(3);
-    groups[0].params.assign(wd.begin(), wd.begin() + half);
-    groups[1].params.assign(wd.begin() + half, wd.end());
-    groups[2].params = no_wd;
-    groups[2].weight_decay = false;
-    for (auto& g : groups) {
-        for (auto i : g.params) g.numel += params[i].tensor.numel();
-        const std::int64_t align = 2 * dp;
-        g.padding = (align - g.numel % align) % align;
-    }
-    return groups;
-}
-
 // ---- saving --------------------------------------------------------------------------------------
 
 // A torch.save file built from tensors that stay alive until it is written.
@@ -364,7 +338,7 @@ void write_optimizer_file(const std::string& path, const train::TrainArgs& a, co
                           const AdamOptimizer& opt, const TrainingProgress& p) {
     FileBuilder file(path);
     const bool bf16 = a.optimizer.bf16;
-    const auto groups = bmd_groups(params, 1);
+    const auto groups = optimizer_groups(params, 1);
     auto state = PyValue::dict();
     std::vector<PyValue> param_groups, fp32_groups, mappings, paddings, counts;
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -449,7 +423,7 @@ void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std:
     r.set("buffer_names", PyValue::list());
     r.set("optimizer", PyValue::none());
     std::vector<PyValue> shapes;
-    for (const auto& g : bmd_groups(params, 1)) {
+    for (const auto& g : optimizer_groups(params, 1)) {
         auto od = ordered_dict();
         for (auto i : g.params) od_set(od, ds_param_name(params[i]), torch_size(params[i].tensor.sizes().vec()));
         shapes.push_back(od);

@@ -319,6 +319,16 @@ std::vector<double> Communicator::max(std::vector<double> values, Group group) {
     return impl_->numbers(std::move(values), group, c10d::ReduceOp::MAX, "max");
 }
 
+std::vector<at::Tensor> Communicator::all_gather(const at::Tensor& input, Group group) {
+    auto& g = impl_->group(group);
+    if (!g.pg) return {input};
+    std::vector<at::Tensor> in{input.contiguous()};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (std::size_t i = 0; i < g.ranks.size(); ++i) out[0].push_back(at::empty_like(in[0]));
+    impl_->run("all_gather", group, [&] { return g.pg->allgather(out, in); });
+    return out[0];
+}
+
 void Communicator::send(const at::Tensor& tensor, int dst) {
     std::vector<at::Tensor> buf{tensor.contiguous()};
     auto& g = impl_->group(Group::World);

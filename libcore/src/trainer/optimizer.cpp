@@ -3,9 +3,11 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "mds/optim/grad_clip.h"
+#include "mds/trainer/comm.h"
 #include "mds/util/error.h"
 
 namespace mds::trainer {
@@ -18,12 +20,94 @@ std::vector<at::Tensor> pick(const std::vector<at::Tensor>& v, const std::vector
     return out;
 }
 
+// A piece of one parameter inside a data-parallel rank's partition of a flat group.
+struct Fragment {
+    std::size_t param = 0;
+    std::int64_t offset = 0;       // in the flattened parameter
+    std::int64_t length = 0;
+    std::int64_t part_offset = 0;  // in the partition
+};
+
+at::Tensor flat_view(const at::Tensor& t, const Fragment& f) { return t.detach().view({-1}).narrow(0, f.offset, f.length); }
+
 }  // namespace
 
-AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config)
+std::vector<FlatGroup> optimizer_groups(const std::vector<model::Parameter>& params, std::int64_t dp) {
+    std::vector<std::size_t> wd, no_wd;
+    for (std::size_t i = 0; i < params.size(); ++i) (params[i].weight_decay ? wd : no_wd).push_back(i);
+    const auto half = static_cast<std::ptrdiff_t>(wd.size() / 2);
+    std::vector<FlatGroup> groups(3);
+    groups[0].params.assign(wd.begin(), wd.begin() + half);
+    groups[1].params.assign(wd.begin() + half, wd.end());
+    groups[2].params = no_wd;
+    groups[2].weight_decay = false;
+    for (auto& g : groups) {
+        for (auto i : g.params) g.numel += params[i].tensor.numel();
+        const std::int64_t align = 2 * dp;
+        g.padding = (align - g.numel % align) % align;
+    }
+    return groups;
+}
+
+// The partitioned state: for each flat group, every rank's fragments (the gather needs the others'),
+// and this rank's masters, moments and step counters, one per own fragment.
+struct AdamOptimizer::Zero1 {
+    Communicator* comm = nullptr;
+    int rank = 0, size = 1;
+    std::vector<FlatGroup> groups;
+    std::vector<std::vector<std::vector<Fragment>>> fragments;  // [group][rank]
+    std::vector<std::int64_t> partition;                        // elements per rank, per group
+    std::vector<Fragment> own;       // this rank's fragments, all groups
+    std::vector<bool> own_decay;     // weight decay of each own fragment
+    std::vector<at::Tensor> master, exp_avg, exp_avg_sq, steps;
+};
+
+AdamOptimizer::~AdamOptimizer() = default;
+
+AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config, Communicator* zero1)
     : params_(params), config_(config) {
     if (config_.optimizer != "adam") throw UsageError("--optimizer " + config_.optimizer + ": mds-train implements adam only");
     c10::NoGradGuard no_grad;
+    if (zero1 && zero1->members(Group::Data).size() > 1) {
+        auto z = std::make_unique<Zero1>();
+        z->comm = zero1;
+        const auto members = zero1->members(Group::Data);
+        z->size = static_cast<int>(members.size());
+        z->rank = static_cast<int>(std::find(members.begin(), members.end(), zero1->rank()) - members.begin());
+        z->groups = optimizer_groups(params_, z->size);
+        separate_master_ = !params_.empty() && params_[0].tensor.scalar_type() != at::kFloat;
+        for (const auto& g : z->groups) {
+            const std::int64_t part = (g.numel + g.padding) / z->size;
+            z->partition.push_back(part);
+            std::vector<std::vector<Fragment>> per_rank(static_cast<std::size_t>(z->size));
+            std::int64_t pos = 0;
+            for (auto i : g.params) {
+                const std::int64_t n = params_[i].tensor.numel();
+                if ((params_[i].tensor.scalar_type() != at::kFloat) != separate_master_)
+                    throw Error("parameter " + params_[i].full_name() + " has another dtype than the rest of the model");
+                for (int r = 0; r < z->size; ++r) {
+                    const std::int64_t lo = std::max(pos, r * part), hi = std::min(pos + n, (r + 1) * part);
+                    if (hi > lo) per_rank[static_cast<std::size_t>(r)].push_back({i, lo - pos, hi - lo, lo - r * part});
+                }
+                pos += n;
+            }
+            for (const auto& f : per_rank[static_cast<std::size_t>(z->rank)]) {
+                z->own.push_back(f);
+                z->own_decay.push_back(g.weight_decay);
+            }
+            z->fragments.push_back(std::move(per_rank));
+        }
+        const auto& p0 = params_.empty() ? at::Tensor() : params_[0].tensor;
+        for (const auto& f : z->own) {
+            const auto view = flat_view(params_[f.param].tensor, f);
+            z->master.push_back(separate_master_ ? view.to(at::kFloat).clone() : view);
+            z->exp_avg.push_back(at::zeros_like(z->master.back()));
+            z->exp_avg_sq.push_back(at::zeros_like(z->master.back()));
+            z->steps.push_back(at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(p0.device())));
+        }
+        zero_ = std::move(z);
+        return;
+    }
     // One dtype per model: fp32 training updates the parameters themselves (master = alias), and
     // their gradients are the main gradients; fp16/bf16 keeps fp32 copies of both.
     separate_master_ = !params_.empty() && params_[0].tensor.scalar_type() != at::kFloat;
@@ -50,6 +134,7 @@ void AdamOptimizer::zero_grad() {
 }
 
 StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros) {
+    if (zero_) return step_partitioned(lr, weight_decay, loss_scale, check_finite, count_zeros);
     c10::NoGradGuard no_grad;
     StepResult r;
     // Main gradients in fp32, unscaled. A parameter that got no gradient contributes zeros. In fp32
@@ -101,12 +186,132 @@ StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale
     return r;
 }
 
+StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, double loss_scale, bool check_finite,
+                                           bool count_zeros) {
+    c10::NoGradGuard no_grad;
+    auto& z = *zero_;
+    StepResult r;
+    // The norm and the zero count over the full (data-parallel averaged) gradients, as one process.
+    std::vector<at::Tensor> grads;
+    for (auto& p : params_) {
+        if (!p.tensor.grad().defined()) p.tensor.mutable_grad() = at::zeros_like(p.tensor);
+        grads.push_back(p.tensor.grad());
+    }
+    const double inv_scale = 1.0 / loss_scale;
+    // This rank's fragments of the main gradients, in fp32 and unscaled.
+    std::vector<at::Tensor> frag_grads;
+    for (const auto& f : z.own) {
+        auto g = flat_view(grads[f.param], f);
+        frag_grads.push_back(separate_master_ ? g.to(at::kFloat) : g);
+    }
+    if (!separate_master_ && inv_scale != 1.0) {
+        for (auto& g : grads) g.mul_(inv_scale);
+    } else if (inv_scale != 1.0) {
+        at::_foreach_mul_(frag_grads, inv_scale);
+    }
+    std::vector<at::Tensor> norm_of;
+    if (separate_master_) {
+        for (auto& g : grads) norm_of.push_back(inv_scale != 1.0 ? g.to(at::kFloat).mul_(inv_scale) : g.to(at::kFloat));
+    } else {
+        norm_of = grads;
+    }
+    auto norms = at::_foreach_norm(norm_of, 2);
+    const double total_sq = at::stack(norms).to(at::kDouble).pow(2).sum().item<double>();
+    norm_of.clear();
+    r.grad_norm = optim::total_norm_from_squared(total_sq);
+    if (count_zeros) {
+        std::int64_t zeros = 0;
+        for (const auto& g : grads) zeros += g.numel() - g.count_nonzero().item<std::int64_t>();
+        r.num_zeros = zeros;
+    }
+    if (check_finite && !std::isfinite(r.grad_norm)) {
+        r.skipped = true;
+        return r;
+    }
+    if (config_.clip_grad > 0) {
+        const double coeff = optim::clip_coefficient(r.grad_norm, config_.clip_grad);
+        if (coeff < 1.0 && !frag_grads.empty()) at::_foreach_mul_(frag_grads, static_cast<double>(static_cast<float>(coeff)));
+    }
+    ++steps_;
+    for (const bool decay : {true, false}) {
+        std::vector<at::Tensor> m, g, m1, m2, st;
+        for (std::size_t k = 0; k < z.own.size(); ++k) {
+            if (z.own_decay[k] != decay) continue;
+            m.push_back(z.master[k]);
+            g.push_back(frag_grads[k]);
+            m1.push_back(z.exp_avg[k]);
+            m2.push_back(z.exp_avg_sq[k]);
+            st.push_back(z.steps[k]);
+        }
+        if (m.empty()) continue;
+        at::_foreach_add_(st, 1.0);
+        at::_fused_adamw_(m, g, m1, m2, {}, st, lr, config_.adam_beta1, config_.adam_beta2, decay ? weight_decay : 0.0,
+                          config_.adam_eps, /*amsgrad=*/false, /*maximize=*/false);
+    }
+    if (separate_master_)
+        for (std::size_t k = 0; k < z.own.size(); ++k) flat_view(params_[z.own[k].param].tensor, z.own[k]).copy_(z.master[k]);
+    // Every rank's updated partition to every rank, one flat buffer per group in the parameters' dtype.
+    const auto dtype = params_.empty() ? at::kFloat : params_[0].tensor.scalar_type();
+    const auto device = params_.empty() ? c10::Device(at::kCPU) : params_[0].tensor.device();
+    for (std::size_t gi = 0; gi < z.groups.size(); ++gi) {
+        auto mine = at::zeros({z.partition[gi]}, at::TensorOptions().dtype(dtype).device(device));
+        for (const auto& f : z.fragments[gi][static_cast<std::size_t>(z.rank)])
+            mine.narrow(0, f.part_offset, f.length).copy_(flat_view(params_[f.param].tensor, f));
+        const auto all = z.comm->all_gather(mine, Group::Data);
+        for (int rr = 0; rr < z.size; ++rr) {
+            if (rr == z.rank) continue;
+            for (const auto& f : z.fragments[gi][static_cast<std::size_t>(rr)])
+                flat_view(params_[f.param].tensor, f).copy_(all[static_cast<std::size_t>(rr)].narrow(0, f.part_offset, f.length));
+        }
+    }
+    return r;
+}
+
+std::int64_t AdamOptimizer::state_elements() const {
+    std::int64_t n = 0;
+    for (const auto& t : zero_ ? zero_->master : master_) n += t.numel();
+    return n;
+}
+
+const std::vector<at::Tensor>& AdamOptimizer::master_params() const {
+    if (zero_) throw Error("the optimizer states are partitioned over the data-parallel ranks (ZeRO-1)");
+    return master_;
+}
+const std::vector<at::Tensor>& AdamOptimizer::exp_avg() const {
+    if (zero_) throw Error("the optimizer states are partitioned over the data-parallel ranks (ZeRO-1)");
+    return exp_avg_;
+}
+const std::vector<at::Tensor>& AdamOptimizer::exp_avg_sq() const {
+    if (zero_) throw Error("the optimizer states are partitioned over the data-parallel ranks (ZeRO-1)");
+    return exp_avg_sq_;
+}
+
 void AdamOptimizer::load_state(const std::vector<at::Tensor>& master, const std::vector<at::Tensor>& exp_avg,
                                const std::vector<at::Tensor>& exp_avg_sq, std::int64_t steps) {
     c10::NoGradGuard no_grad;
     if (master.size() != params_.size() || exp_avg.size() != params_.size() || exp_avg_sq.size() != params_.size())
         throw Error("optimizer state for " + std::to_string(master.size()) + " parameters, the model has " +
                     std::to_string(params_.size()));
+    if (zero_) {
+        auto& z = *zero_;
+        for (std::size_t i = 0; i < params_.size(); ++i) {
+            for (const auto* t : {&master[i], &exp_avg[i], &exp_avg_sq[i]})
+                if (t->sizes() != params_[i].tensor.sizes())
+                    throw Error("optimizer state of " + params_[i].full_name() + " has another shape than the parameter");
+            if (separate_master_) params_[i].tensor.detach().copy_(master[i]);
+        }
+        for (std::size_t k = 0; k < z.own.size(); ++k) {
+            const auto& f = z.own[k];
+            z.master[k].copy_(flat_view(master[f.param], f));
+            z.exp_avg[k].copy_(flat_view(exp_avg[f.param], f));
+            z.exp_avg_sq[k].copy_(flat_view(exp_avg_sq[f.param], f));
+        }
+        if (!separate_master_)
+            for (std::size_t i = 0; i < params_.size(); ++i) params_[i].tensor.detach().copy_(master[i]);
+        steps_ = steps;
+        for (auto& t : z.steps) t.fill_(static_cast<double>(steps));
+        return;
+    }
     for (std::size_t i = 0; i < params_.size(); ++i) {
         for (const auto* t : {&master[i], &exp_avg[i], &exp_avg_sq[i]})
             if (t->sizes() != master_[i].sizes())
@@ -123,6 +328,11 @@ void AdamOptimizer::load_state(const std::vector<at::Tensor>& master, const std:
 
 double AdamOptimizer::params_norm() const {
     c10::NoGradGuard no_grad;
+    if (zero_) {
+        double sq = 0;
+        for (const auto& t : zero_->master) sq += t.to(at::kDouble).pow(2).sum().item<double>();
+        return std::sqrt(zero_->comm->sum(sq, Group::Data));
+    }
     auto norms = at::_foreach_norm(master_, 2);
     return std::sqrt(at::stack(norms).to(at::kDouble).pow(2).sum().item<double>());
 }

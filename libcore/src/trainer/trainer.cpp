@@ -236,7 +236,10 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
 
     optim::LrSchedule schedule(optim::lr_schedule_params_from_config(args.optimizer, args.length.train_iters,
                                                                      args.length.train_samples, gbs));
-    AdamOptimizer optimizer(model.parameters(), args.optimizer);
+    AdamOptimizer optimizer(model.parameters(), args.optimizer, comm && args.parallel.zero_stage == 1 ? comm.get() : nullptr);
+    if (optimizer.partitioned())
+        info("ZeRO stage 1: each rank holds the optimizer states of about " + std::to_string(optimizer.state_elements()) +
+             " of " + std::to_string(model.parameter_count()) + " parameters");
     LossScale scaler(args);
     TrainingProgress resumed;
     if (loader && !args.checkpoint.finetune) {

@@ -56,6 +56,9 @@ public:
     // Element-wise maxima of a few numbers over the group, in one collective (fp64).
     std::vector<double> max(std::vector<double> values, Group group);
 
+    // Every member's `input` (same shape and dtype everywhere), in group order.
+    std::vector<at::Tensor> all_gather(const at::Tensor& input, Group group);
+
     // Point to point, between global ranks (pipeline activations and their gradients).
     void send(const at::Tensor& tensor, int dst);
     void recv(at::Tensor& tensor, int src);

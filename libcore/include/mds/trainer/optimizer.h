@@ -6,17 +6,37 @@
 //   m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²;  p -= lr · (m/(1-β1ᵗ) / (sqrt(v/(1-β2ᵗ)) + ε) + wd·p)
 // in two parameter groups, as Megatron's get_param_groups: weight decay for weight matrices and
 // embeddings, none for biases and LayerNorm parameters.
+//
+// ZeRO stage 1 over a data-parallel group of D > 1 ranks: each rank keeps fp32 masters and Adam
+// moments for its partition only — elements [r·P, (r+1)·P) of each of BMD's flat parameter groups
+// (optimizer_groups), the partitions DeepSpeed's checkpoints hold — updates that partition and
+// all-gathers the updated parameters. Every rank has the averaged full gradients (all-reduced by
+// the trainer), so the gradient norm, clipping and the update of each element are exactly those of
+// one process.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "mds/model/gpt_model.h"
 #include "mds/optim/optimizer_config.h"
 
 namespace mds::trainer {
+
+class Communicator;
+
+// BMD's optimizer parameter groups (specs/checkpoints.md §5.1): weight-decay parameters in module
+// order split into two halves, then the no-decay ones; each flat buffer padded to 2 × DP.
+struct FlatGroup {
+    std::vector<std::size_t> params;  // indices into the model's parameters, in flat order
+    std::int64_t numel = 0;
+    std::int64_t padding = 0;
+    bool weight_decay = true;
+};
+std::vector<FlatGroup> optimizer_groups(const std::vector<model::Parameter>& params, std::int64_t dp);
 
 struct StepResult {
     bool skipped = false;      // non-finite gradients (fp16 overflow): no update
@@ -27,7 +47,11 @@ struct StepResult {
 class AdamOptimizer {
 public:
     // `params` must outlive the optimizer. SGD is not implemented (an error names --optimizer).
-    AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config);
+    // With `zero1` (not null, data-parallel group of more than one rank) the states are partitioned
+    // (ZeRO stage 1); the communicator must outlive the optimizer.
+    AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config,
+                  Communicator* zero1 = nullptr);
+    ~AdamOptimizer();
 
     void zero_grad();
     // One step from the gradients accumulated in the model parameters, which were computed on a
@@ -36,22 +60,31 @@ public:
     StepResult step(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros);
 
     // L2 norm of all master parameters (Megatron's calc_params_l2_norm), for --log-params-norm.
+    // Partitioned: a collective over the data-parallel group.
     double params_norm() const;
+    bool partitioned() const { return zero_ != nullptr; }
+    // Elements whose states this rank holds (all of them unless partitioned).
+    std::int64_t state_elements() const;
     std::int64_t steps_taken() const { return steps_; }
 
     // Optimizer state, for checkpoints: fp32 master copies (aliases of the parameters in fp32
-    // training), Adam's first and second moments, in parameter order.
-    const std::vector<at::Tensor>& master_params() const { return master_; }
-    const std::vector<at::Tensor>& exp_avg() const { return exp_avg_; }
-    const std::vector<at::Tensor>& exp_avg_sq() const { return exp_avg_sq_; }
+    // training), Adam's first and second moments, in parameter order. Not when partitioned (throws).
+    const std::vector<at::Tensor>& master_params() const;
+    const std::vector<at::Tensor>& exp_avg() const;
+    const std::vector<at::Tensor>& exp_avg_sq() const;
     // Restores a checkpoint's state: one fp32 tensor per parameter (in parameter order, same shapes)
-    // for the masters and both moments, and Adam's step count. The parameters get the masters,
-    // rounded to their dtype. Throws mds::Error naming the parameter on a shape mismatch.
+    // for the masters and both moments, and Adam's step count (partitioned: this rank keeps its
+    // partition). The parameters get the masters, rounded to their dtype. Throws mds::Error naming
+    // the parameter on a shape mismatch.
     void load_state(const std::vector<at::Tensor>& master, const std::vector<at::Tensor>& exp_avg,
                     const std::vector<at::Tensor>& exp_avg_sq, std::int64_t steps);
 
 private:
+    struct Zero1;
+    StepResult step_partitioned(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros);
+
     std::vector<model::Parameter>& params_;
+    std::unique_ptr<Zero1> zero_;
     optim::OptimizerConfig config_;
     bool separate_master_ = false;
     std::vector<at::Tensor> master_, exp_avg_, exp_avg_sq_;

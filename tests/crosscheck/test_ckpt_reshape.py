@@ -20,7 +20,9 @@
     in fp32), GLU dense_h_to_4h (two sub-parameters), 6 heads split 3 ways on head boundaries, QKV rows of
     checkpoint_version 0 and 1.0 (weights and optimizer states) normalised;
   - where mds-train is built: it resumes a TP2 x PP2 x DP2 checkpoint reshaped to TP1 PP1 DP1 with the source's weights
-    and optimizer states;
+    and optimizer states; and a checkpoint mds-train saved on 2 data-parallel processes (one optimizer partition
+    per rank) is read by DeepSpeedCheckpoint (DP 2) and ds_to_universal, its partitions reassemble to masters that
+    round to the saved weights, ZeRO-0 and ZeRO-1 runs save the same states, and it resumes on 1 and 3 processes;
   - bad inputs (--target-tp 0, heads not divisible, a missing layer or optimizer file, an existing destination)
     fail with a message naming the problem, a non-zero exit and no output.
 Exits 77 without the binary or without torch / deepspeed."""
@@ -28,6 +30,7 @@ import collections
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -706,7 +709,6 @@ def check_train_resume(tmp):
     if not all(os.path.exists(os.path.join(BIN, b)) for b in ("mds-train", "mds-tokenizer-train", "mds-preprocess")):
         print("mds-train not built: the resume check is skipped")
         return
-    import re
     import tiny_dataset
     prefix, vocab, merges = tiny_dataset.make(tmp, BIN, os.environ.get("MDS_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE))), 1000)
     src, dst, out = (os.path.join(tmp, n) for n in ("train-src", "train-11", "train-out"))
@@ -736,6 +738,90 @@ def check_train_resume(tmp):
     m = re.search(r"^ iteration +11/ +11 \| consumed samples: +(\d+)", r.stdout, re.M)
     check(r.returncode == 0 and m and m.group(1) == "84", f"train resume: iteration 11 {m and m.group(0)}: {r.stderr[-300:]}")
     print("mds-train resumes the reshaped TP1 PP1 DP1 checkpoint: weights and optimizer states as the source's")
+
+
+def check_train_dp_save(tmp):
+    """mds-train on 2 data-parallel processes (bf16, ZeRO-1) saves one optimizer partition per rank: DeepSpeed's
+    DeepSpeedCheckpoint sees DP 2; the fp32 masters reassembled from the two files by this test's reader (and by
+    DeepSpeed's ds_to_universal) round to the saved bf16 weights; ZeRO-0 (states replicated, cut at save) writes
+    the same tensors; mds-train resumes the checkpoint on one process and on 3."""
+    import socket
+    import tiny_dataset
+    train = os.path.join(BIN, "mds-train")
+    if not os.path.exists(train):
+        print("mds-train not built: the data-parallel save check is skipped")
+        return
+    prefix, vocab, merges = tiny_dataset.make(os.path.join(tmp, "dpdata"), BIN, os.environ.get(
+        "MDS_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE))), 1000)
+    flags = ["--data-path", prefix, "--vocab-file", vocab, "--merge-file", merges, "--split", "90,8,2",
+             "--num-layers", "2", "--hidden-size", "16", "--num-attention-heads", "2", "--seq-length", "32",
+             "--max-position-embeddings", "32", "--micro-batch-size", "2", "--global-batch-size", "12", "--lr", "3e-3",
+             "--min-lr", "3e-4", "--lr-decay-style", "cosine", "--lr-warmup-iters", "3", "--weight-decay", "0.1",
+             "--log-interval", "1", "--eval-interval", "100", "--eval-iters", "1", "--seed", "42", "--threads", "1",
+             "--bf16", "--embed-layernorm", "--position-embedding-type", "alibi", "--hidden-dropout", "0",
+             "--attention-dropout", "0", "--device", "cpu"]
+
+    def launch(world, extra):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = []
+        for r in range(world):
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI_"))}
+            env.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(world),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            procs.append(subprocess.Popen([train, *flags, *extra], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+        outs = [p.communicate(timeout=600) for p in procs]
+        ok = all(p.returncode == 0 for p in procs)
+        check(ok, f"mds-train on {world} processes {extra}: {[p.returncode for p in procs]} {outs[0][1][-600:]}")
+        return ok, outs
+
+    saved = {}
+    for stage in ("1", "0"):
+        root = os.path.join(tmp, f"dp-zero{stage}")
+        ok, _ = launch(2, ["--train-iters", "20", "--zero-stage", stage, "--save", root, "--save-interval", "10",
+                           "--exit-interval", "10"])
+        if not ok:
+            return
+        saved[stage] = os.path.join(root, "global_step10")
+    step = saved["1"]
+    files = sorted(os.listdir(step))
+    check([f for f in files if "optim" in f] == [f"bf16_zero_pp_rank_{d}_mp_rank_00_optim_states.pt" for d in (0, 1)],
+          f"data-parallel save: files {files}")
+    ds = DeepSpeedCheckpoint(step)
+    check((ds.tp_degree, ds.pp_degree, ds.dp_degree) == (1, 1, 2), f"DeepSpeedCheckpoint degrees {ds.tp_degree} {ds.pp_degree} "
+                                                                    f"{ds.dp_degree}")
+    check(load(os.path.join(step, "mp_rank_00_model_states.pt"))["dp_world_size"] == 2, "dp_world_size is not 2")
+    states, _, layout, _ = read_optimizer(step)
+    weights = read_weights(step)
+    check(len(layout) == 2 and all(osd["partition_count"] == [2, 2, 2] for _, _, osd in layout),
+          "partition_count is not 2 in both files")
+    by_name = {}
+    for (layer, name), w in weights.items():
+        by_name["tied_modules.embed." + name if layer == 1 else f"{layer}.{name}"] = w
+    check(set(states) == set(by_name), f"optimizer states name {sorted(set(states) ^ set(by_name))[:5]}")
+    bad = [n for n in states if n in by_name and not torch.equal(states[n]["fp32"].to(torch.bfloat16), by_name[n])]
+    check(not bad, f"fp32 masters reassembled from the 2 partitions do not round to the saved weights: {bad[:4]}")
+    other, _, _, _ = read_optimizer(saved["0"])
+    diff = [(n, k) for n in states for k in ("fp32", "exp_avg", "exp_avg_sq") if not torch.equal(states[n][k], other[n][k])]
+    check(not diff, f"ZeRO-0 and ZeRO-1 saves hold different optimizer states: {diff[:4]}")
+    inj = os.path.join(tmp, "dp-inj", "global_step10")
+    inject_universal_info(step, inj)
+    uni = os.path.join(tmp, "dp-inj-uni", "global_step10_universal")
+    if ds_to_universal(inj, uni):
+        u = read_universal(uni)
+        # The vocabulary parameter comes back cut to the original vocabulary (universal_checkpoint_info).
+        wrong = [n for n in states if not torch.equal(u[(n, "fp32")]["param"], states[n]["fp32"][:len(u[(n, "fp32")]["param"])])]
+        check(not wrong, f"ds_to_universal's fp32 differs from the partitions reassembled: {wrong[:4]}")
+    resume = ["--train-iters", "12", "--load", os.path.dirname(step), "--use-checkpoint-lr-scheduler"]
+    r = subprocess.run([train, *flags, *resume], capture_output=True, text=True)
+    check(r.returncode == 0 and re.search(r"^ iteration +12/ +12 \| consumed samples: +144 ", r.stdout, re.M),
+          f"one process does not resume the DP=2 checkpoint: {r.stderr[-500:]}")
+    ok, outs = launch(3, resume)
+    check(ok and re.search(r"^ iteration +12/ +12 \| consumed samples: +144 ", outs[-1][0], re.M),
+          "3 processes do not resume the DP=2 checkpoint")
+    print("data-parallel save: 2 partition files DeepSpeed reads, masters = weights, ZeRO-0 = ZeRO-1, resumed on 1 and 3")
 
 
 def check_stage_methods(tmp):
@@ -844,6 +930,7 @@ def main():
         check_heads(tmp)
         check_qkv_versions(tmp)
         check_train_resume(tmp)
+        check_train_dp_save(tmp)
         check_stage_methods(tmp)
         check_errors(tmp, bloom_src)
     if failures:

@@ -14,8 +14,10 @@
   - a rank killed with SIGKILL, or stopped with SIGSTOP (a hang), makes the others exit non-zero within the
     timeout (--distributed-timeout-minutes) with an error naming that rank, instead of waiting forever;
   - a signal that reaches one rank only (SIGUSR1) stops every rank after the same iteration;
-  - usage errors: tensor / pipeline parallelism (not implemented yet), --save with several processes, a
-    world size the global batch does not divide, a malformed launcher variable.
+  - a checkpoint saved on 2 processes (one optimizer partition per rank) and resumed on 2 continues bit for bit
+    as the uninterrupted 2-process run;
+  - usage errors: tensor / pipeline parallelism (not implemented yet), a world size the global batch does not
+    divide, a malformed launcher variable.
 Exits 77 without LibTorch (no mds-train binary)."""
 import json
 import os
@@ -213,6 +215,23 @@ def resume(tmp, data, ref):
           "the one-process resume left the uninterrupted curve")
     print(f"resume at 10 on 2 processes: iterations 11-20 within {worst:.1e} of the one-process resume")
 
+    # Saved on 2 processes, resumed on 2: the same lines as 2 processes straight through.
+    dp_ckpt = tmp + "/ckpt-dp2"
+    straight = wait_all(start(flags(data), 2, free_port()))
+    saved = wait_all(start(flags(data, extra=["--save", dp_ckpt, "--save-interval", "10", "--exit-interval", "10"]), 2,
+                           free_port()))
+    resumed = wait_all(start(flags(data, extra=["--load", dp_ckpt]), 2, free_port()))
+    if not check(all(o[0] == 0 for o in straight + saved + resumed), "DP=2 save / resume: a rank failed: "
+                 f"{[o[0] for o in saved]} {[o[0] for o in resumed]} {resumed[0][2][-600:]}"):
+        return
+    files = sorted(os.listdir(dp_ckpt + "/global_step10"))
+    check([f for f in files if "optim" in f] == [f"zero_pp_rank_{d}_mp_rank_00_optim_states.pt" for d in (0, 1)],
+          f"DP=2 save: {files}")
+    a, b = curve(straight[-1][1]), curve(resumed[-1][1])
+    check(len(b[0]) == 10 and b[0] == a[0][10:] and b[1] == a[1][1:],
+          f"DP=2 resume: iterations 11-20 differ from the straight run: {b[0][:2]} vs {a[0][10:12]}")
+    print("saved on 2 processes at 10, resumed on 2: iterations 11-20 and validation identical to the straight run")
+
 
 def read_until_iteration(proc, deadline):
     while time.time() < deadline:
@@ -271,7 +290,6 @@ def usage_errors(tmp, data):
     cases = [
         (["--tensor-model-parallel-size", "2"], 2, "tensor and pipeline parallelism are not implemented"),
         (["--pipeline-model-parallel-size", "2"], 2, "tensor and pipeline parallelism are not implemented"),
-        (["--save", tmp + "/ckpt", "--save-interval", "5"], 2, "--save with several processes"),
         (["--global-batch-size", "6"], 4, "not divisible by micro batch size 2 × data parallel size 4"),
     ]
     for extra, world, want in cases:

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "mds/ckpt/torch_file.h"
 #include "mds/model/gpt_model.h"
 #include "mds/model/tensor_io.h"
+#include "mds/trainer/comm.h"
 #include "mds/trainer/optimizer.h"
 #include "mds/util/cli.h"  // mds_version
 #include "mds/util/error.h"
@@ -333,32 +335,35 @@ PyValue deepspeed_loss_scaler(const train::TrainArgs& a, const TrainingProgress&
     return instance("deepspeed.runtime.fp16.loss_scaler", "LossScaler", d);
 }
 
-// The optimizer file: BF16_Optimizer.state_dict() (bf16) or DeepSpeedZeroOptimizer's (stage 1).
+// The optimizer file of one data-parallel rank: BF16_Optimizer.state_dict() (bf16) or
+// DeepSpeedZeroOptimizer's (stage 1), holding that rank's partition of each flat group; fragment
+// addresses are relative to the partition, and the last partition carries the group's padding.
 void write_optimizer_file(const std::string& path, const train::TrainArgs& a, const std::vector<model::Parameter>& params,
-                          const AdamOptimizer& opt, const TrainingProgress& p) {
+                          const AdamOptimizer& opt, const StatePartition& part, const TrainingProgress& p) {
     FileBuilder file(path);
     const bool bf16 = a.optimizer.bf16;
-    const auto groups = optimizer_groups(params, 1);
     auto state = PyValue::dict();
     std::vector<PyValue> param_groups, fp32_groups, mappings, paddings, counts;
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-        const auto& grp = groups[g];
+    for (std::size_t g = 0; g < part.groups.size(); ++g) {
+        const auto& grp = part.groups[g];
         std::vector<at::Tensor> master, m1, m2;
         auto mapping = ordered_dict();
-        std::int64_t start = 0;
-        for (auto i : grp.params) {
-            master.push_back(opt.master_params()[i]);
-            m1.push_back(opt.exp_avg()[i]);
-            m2.push_back(opt.exp_avg_sq()[i]);
+        std::int64_t held = 0;
+        for (const auto& s : part.slices[g]) {
+            master.push_back(s.master);
+            m1.push_back(s.exp_avg);
+            m2.push_back(s.exp_avg_sq);
             auto address = PyValue::dict();
-            address.as_dict().set("numel", integer(params[i].tensor.numel()));
-            address.as_dict().set("start", integer(start));
-            od_set(mapping, ds_param_name(params[i]), instance("deepspeed.runtime.bf16_optimizer", "fragment_address", address));
-            start += params[i].tensor.numel();
+            address.as_dict().set("numel", integer(s.where.length));
+            address.as_dict().set("start", integer(s.where.part_offset));
+            od_set(mapping, ds_param_name(params[s.where.param]),
+                   instance("deepspeed.runtime.bf16_optimizer", "fragment_address", address));
+            held += s.where.length;
         }
+        const std::int64_t padding = part.partition_numel[g] - held;
         auto moments = PyValue::dict();
-        moments.as_dict().set("exp_avg", file.flat(m1, grp.padding));
-        moments.as_dict().set("exp_avg_sq", file.flat(m2, grp.padding));
+        moments.as_dict().set("exp_avg", file.flat(m1, padding));
+        moments.as_dict().set("exp_avg_sq", file.flat(m2, padding));
         state.as_dict().set(integer(static_cast<std::int64_t>(g)), moments);
         auto pg = PyValue::dict();
         auto& pm = pg.as_dict();
@@ -371,10 +376,10 @@ void write_optimizer_file(const std::string& path, const train::TrainArgs& a, co
         pm.set("params", PyValue::list({integer(static_cast<std::int64_t>(g))}));
         param_groups.push_back(pg);
         // The BF16 optimizer keeps the padding in its fp32 partitions; ZeRO 1/2 strips it.
-        fp32_groups.push_back(file.flat(master, bf16 ? grp.padding : 0));
+        fp32_groups.push_back(file.flat(master, bf16 ? padding : 0));
         mappings.push_back(mapping);
-        paddings.push_back(integer(grp.padding));
-        counts.push_back(integer(1));
+        paddings.push_back(integer(padding));
+        counts.push_back(integer(part.count));
     }
     auto base = PyValue::dict();
     base.as_dict().set("state", state);
@@ -436,7 +441,7 @@ void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std:
     r.set("skipped_steps", integer(p.skipped_steps));
     r.set("global_steps", integer(p.iteration));
     r.set("global_samples", integer(p.consumed_train_samples));
-    r.set("dp_world_size", integer(1));
+    r.set("dp_world_size", integer(a.parallel.data_parallel_size));
     r.set("mp_world_size", integer(1));
     r.set("ds_config", ds_config(a));
     r.set("ds_version", str(kDeepSpeedFormatVersion));
@@ -548,51 +553,104 @@ std::array<std::uint32_t, 624> python_random_seed_state(std::uint64_t seed) {
 
 CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t original_vocab_size,
                                    const model::GptModel& model, const AdamOptimizer& optimizer,
-                                   const TrainingProgress& progress) {
+                                   const TrainingProgress& progress, Communicator* comm) {
     const auto start = std::chrono::steady_clock::now();
     c10::NoGradGuard no_grad;
     const fs::path root = args.checkpoint.save;
-    fs::create_directories(root);
     CheckpointSaveInfo info;
     info.tag = ckpt::ds_tag(progress.iteration);
     info.directory = (root / info.tag).string();
-    // Leftovers of saves that were killed: only one process writes a checkpoint folder.
-    std::vector<fs::path> stale;
-    for (const auto& e : fs::directory_iterator(root)) {
-        const auto name = e.path().filename().string();
-        if (name.rfind(".global_step", 0) == 0 && (name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos))
-            stale.push_back(e.path());
-    }
-    for (const auto& p : stale) remove_tree(p.string());
-    const fs::path tmp = root / ("." + info.tag + ".tmp-" + std::to_string(::getpid()));
-    fs::create_directories(tmp);
-    try {
-        write_layer_files(tmp.string(), model);
-        write_mp_rank_file((tmp / ckpt::ds_mp_rank_file(0)).string(), args, original_vocab_size, model, progress);
-        if (!args.checkpoint.no_save_optim)
-            write_optimizer_file((tmp / ckpt::ds_optim_file(args.optimizer.bf16, 0, 0)).string(), args, model.parameters(),
-                                 optimizer, progress);
-        sync_directory(tmp.string());
-        info.bytes = folder_bytes(tmp);
-        const fs::path final_dir = root / info.tag;
-        if (fs::exists(final_dir)) {
-            // Saving the same step again (e.g. a rerun): the old copy goes aside until the new one is in place.
-            const fs::path old = root / ("." + info.tag + ".old-" + std::to_string(::getpid()));
-            remove_tree(old.string());
-            fs::rename(final_dir, old);
-            fs::rename(tmp, final_dir);
-            remove_tree(old.string());
-        } else {
-            fs::rename(tmp, final_dir);
+    // Several processes: rank 0 prepares and publishes the folder, every data-parallel rank writes its
+    // optimizer partition into it. A failure anywhere fails the save everywhere, once every rank is
+    // done with its part, and leaves the previous checkpoint and `latest` untouched.
+    const bool leader = !comm || comm->rank() == 0;
+    const int dp = comm ? static_cast<int>(comm->members(Group::Data).size()) : 1;
+    const int dp_rank = comm ? comm->coordinates().dp : 0;
+    std::string error;
+    auto attempt = [&](const std::function<void()>& work) {
+        if (!error.empty()) return;
+        try {
+            work();
+        } catch (const std::exception& e) {
+            error = e.what();
         }
-        sync_directory(root.string());
-        ckpt::write_latest_tag(root.string(), info.tag);
-    } catch (...) {
+    };
+    // Returns the maxima of `values` over the ranks after checking that no rank failed so far.
+    auto agree = [&](std::vector<double> values, const char* stage) {
+        values.push_back(error.empty() ? 0.0 : 1.0);
+        if (comm) values = comm->max(std::move(values), Group::World);
+        if (values.back() > 0)
+            throw Error(!error.empty() ? error : "saving " + info.directory + " failed on another rank while " + stage +
+                                                     " (its error says why)");
+        values.pop_back();
+        return values;
+    };
+
+    fs::path tmp;
+    double tmp_id = 0;
+    if (leader)
+        attempt([&] {
+            fs::create_directories(root);
+            // Leftovers of saves that were killed: only one process prepares a checkpoint folder.
+            std::vector<fs::path> stale;
+            for (const auto& e : fs::directory_iterator(root)) {
+                const auto name = e.path().filename().string();
+                if (name.rfind(".global_step", 0) == 0 &&
+                    (name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos))
+                    stale.push_back(e.path());
+            }
+            for (const auto& p : stale) remove_tree(p.string());
+            tmp_id = static_cast<double>(::getpid());
+            fs::create_directories(root / ("." + info.tag + ".tmp-" + std::to_string(::getpid())));
+        });
+    tmp_id = agree({tmp_id}, "preparing the folder")[0];
+    tmp = root / ("." + info.tag + ".tmp-" + std::to_string(static_cast<long long>(tmp_id)));
+    auto discard = [&] {
+        if (!leader) return;
         try {
             remove_tree(tmp.string());
         } catch (const Error&) {
             // The save's own error is the one to report.
         }
+    };
+    if (leader)
+        attempt([&] {
+            write_layer_files(tmp.string(), model);
+            write_mp_rank_file((tmp / ckpt::ds_mp_rank_file(0)).string(), args, original_vocab_size, model, progress);
+        });
+    if (!args.checkpoint.no_save_optim)
+        attempt([&] {
+            write_optimizer_file((tmp / ckpt::ds_optim_file(args.optimizer.bf16, dp_rank, 0)).string(), args, model.parameters(),
+                                 optimizer, optimizer.state_partition(dp_rank, dp), progress);
+        });
+    try {
+        agree({}, "writing its files");
+    } catch (...) {
+        discard();
+        throw;
+    }
+    if (leader)
+        attempt([&] {
+            sync_directory(tmp.string());
+            info.bytes = folder_bytes(tmp);
+            const fs::path final_dir = root / info.tag;
+            if (fs::exists(final_dir)) {
+                // Saving the same step again (e.g. a rerun): the old copy goes aside until the new one is in place.
+                const fs::path old = root / ("." + info.tag + ".old-" + std::to_string(::getpid()));
+                remove_tree(old.string());
+                fs::rename(final_dir, old);
+                fs::rename(tmp, final_dir);
+                remove_tree(old.string());
+            } else {
+                fs::rename(tmp, final_dir);
+            }
+            sync_directory(root.string());
+            ckpt::write_latest_tag(root.string(), info.tag);
+        });
+    try {
+        agree({}, "publishing the folder");
+    } catch (...) {
+        discard();
         throw;
     }
     info.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -726,67 +784,95 @@ void CheckpointLoader::load_optimizer(AdamOptimizer& optimizer, const model::Gpt
                     (other_dp ? "" : ": a weights-only checkpoint (mds-ckpt-shrink, --no-save-optim)?") +
                     "; resume with --no-load-optim to rebuild the fp32 masters from the weights and restart Adam");
     }
-    ckpt::TorchFile file(path.string());
-    const std::string where = file.path();
-    const auto& osd = file.root().get("optimizer_state_dict");
-    for (const auto& c : osd.get("partition_count").as_list())
-        if (c.as_int() != 1)
-            throw Error(where + ": optimizer states partitioned over " + std::to_string(c.as_int()) +
-                        " data-parallel ranks; mds-train resumes DP=1 states (mds-ckpt-reshape --target-dp 1 --with-optimizer)");
-    const auto& fp32 = osd.get("single_partition_of_fp32_groups").as_list();
-    const auto& base = osd.get("base_optimizer_state");
-    const auto& state = base.get("state").as_dict();
-    const auto& groups = base.get("param_groups").as_list();
-    const auto& mappings = osd.get("param_slice_mappings").as_list();
-    if (fp32.size() != mappings.size() || groups.size() != mappings.size())
-        throw Error(where + ": " + std::to_string(mappings.size()) + " param_slice_mappings for " +
-                    std::to_string(fp32.size()) + " fp32 groups and " + std::to_string(groups.size()) + " param groups");
-    struct Slot {
-        std::size_t group = 0;
+    // The states of a run on N data-parallel ranks are in N files, each with its partition of every
+    // flat group (fragment addresses relative to it). Each parameter is put back together from its
+    // fragments, in rank order, so a checkpoint of any data-parallel size resumes at any other.
+    const bool bf16_name = path.filename().string().rfind("bf16_", 0) == 0;
+    std::vector<std::unique_ptr<ckpt::TorchFile>> files;
+    files.push_back(std::make_unique<ckpt::TorchFile>(path.string()));
+    const auto& osd = files[0]->root().get("optimizer_state_dict");
+    std::int64_t count = 0;
+    for (const auto& c : osd.get("partition_count").as_list()) {
+        if (c.as_int() < 1 || (count && c.as_int() != count))
+            throw Error(files[0]->path() + ": partition_count " + osd.get("partition_count").repr(80) +
+                        " (expected one positive count for every group)");
+        count = c.as_int();
+    }
+    for (std::int64_t k = 1; k < count; ++k) {
+        const fs::path other = impl_->dir / ckpt::ds_optim_file(bf16_name, static_cast<int>(k), 0);
+        if (!fs::exists(other))
+            throw Error(files[0]->path() + " says the optimizer states are partitioned over " + std::to_string(count) +
+                        " data-parallel ranks, but " + other.string() + " is missing");
+        files.push_back(std::make_unique<ckpt::TorchFile>(other.string()));
+    }
+    struct Piece {
+        std::size_t file = 0, group = 0;
         std::int64_t start = 0, numel = 0;
     };
-    std::map<std::string, Slot> slots;
+    std::map<std::string, std::vector<Piece>> pieces;
     std::optional<std::int64_t> steps;
-    for (std::size_t g = 0; g < mappings.size(); ++g) {
-        for (const auto& [k, v] : mappings[g].ordered_dict_items().items()) {
-            const auto& addr = v.as_object();
-            const auto& st = addr.state.as_dict();
-            slots[k.as_str()] = {g, st.find("start")->as_int(), st.find("numel")->as_int()};
+    std::vector<std::vector<at::Tensor>> flat_master(files.size()), flat_m1(files.size()), flat_m2(files.size());
+    std::optional<std::size_t> num_groups;
+    for (std::size_t k = 0; k < files.size(); ++k) {
+        const auto& file = *files[k];
+        const std::string where = file.path();
+        const auto& fosd = file.root().get("optimizer_state_dict");
+        const auto& fp32 = fosd.get("single_partition_of_fp32_groups").as_list();
+        const auto& base = fosd.get("base_optimizer_state");
+        const auto& state = base.get("state").as_dict();
+        const auto& groups = base.get("param_groups").as_list();
+        const auto& mappings = fosd.get("param_slice_mappings").as_list();
+        if (fp32.size() != mappings.size() || groups.size() != mappings.size())
+            throw Error(where + ": " + std::to_string(mappings.size()) + " param_slice_mappings for " +
+                        std::to_string(fp32.size()) + " fp32 groups and " + std::to_string(groups.size()) + " param groups");
+        if (num_groups && *num_groups != mappings.size())
+            throw Error(where + ": " + std::to_string(mappings.size()) + " parameter groups, " + files[0]->path() + " has " +
+                        std::to_string(*num_groups));
+        num_groups = mappings.size();
+        for (std::size_t g = 0; g < mappings.size(); ++g) {
+            for (const auto& [key, v] : mappings[g].ordered_dict_items().items()) {
+                const auto& st = v.as_object().state.as_dict();
+                pieces[key.as_str()].push_back({k, g, st.find("start")->as_int(), st.find("numel")->as_int()});
+            }
+            const auto* step = groups[g].find("step");
+            std::int64_t sv = 0;
+            if (step && step->type() == ckpt::PyType::Int) sv = step->as_int();
+            else if (step && step->type() == ckpt::PyType::Float) sv = static_cast<std::int64_t>(step->as_float());
+            else throw Error(where + ": param group " + std::to_string(g) + " has no step count");
+            if (steps && *steps != sv) throw Error(where + ": param groups have different step counts");
+            steps = sv;
+            const std::string what = "group " + std::to_string(g);
+            flat_master[k].push_back(to_tensor(file.tensor(fp32[g], what + " fp32")).to(at::kFloat));
+            const auto* s = state.find(integer(static_cast<std::int64_t>(g)));
+            if (!s) throw Error(where + ": no Adam state for param group " + std::to_string(g));
+            flat_m1[k].push_back(to_tensor(file.tensor(s->get("exp_avg"), what + " exp_avg")).to(at::kFloat));
+            flat_m2[k].push_back(to_tensor(file.tensor(s->get("exp_avg_sq"), what + " exp_avg_sq")).to(at::kFloat));
         }
-        const auto* step = groups[g].find("step");
-        std::int64_t s = 0;
-        if (step && step->type() == ckpt::PyType::Int) s = step->as_int();
-        else if (step && step->type() == ckpt::PyType::Float) s = static_cast<std::int64_t>(step->as_float());
-        else throw Error(where + ": param group " + std::to_string(g) + " has no step count");
-        if (steps && *steps != s) throw Error(where + ": param groups have different step counts");
-        steps = s;
-    }
-    std::vector<at::Tensor> flat_master, flat_m1, flat_m2;
-    for (std::size_t g = 0; g < mappings.size(); ++g) {
-        const std::string what = "group " + std::to_string(g);
-        flat_master.push_back(to_tensor(file.tensor(fp32[g], what + " fp32")).to(at::kFloat));
-        const auto* s = state.find(integer(static_cast<std::int64_t>(g)));
-        if (!s) throw Error(where + ": no Adam state for param group " + std::to_string(g));
-        flat_m1.push_back(to_tensor(file.tensor(s->get("exp_avg"), what + " exp_avg")).to(at::kFloat));
-        flat_m2.push_back(to_tensor(file.tensor(s->get("exp_avg_sq"), what + " exp_avg_sq")).to(at::kFloat));
     }
     std::vector<at::Tensor> master, m1, m2;
     for (const auto& p : model.parameters()) {
         const auto name = ds_param_name(p);
-        const auto it = slots.find(name);
-        if (it == slots.end()) throw Error(where + ": no optimizer state for parameter " + name);
-        const auto& s = it->second;
-        if (s.numel != p.tensor.numel())
-            throw Error(where + ": optimizer state of " + name + " has " + std::to_string(s.numel) + " elements, the parameter " +
-                        std::to_string(p.tensor.numel()));
-        auto slice = [&](const at::Tensor& flat, const char* what) {
-            if (s.start < 0 || s.start + s.numel > flat.numel())
-                throw Error(where + ": " + what + " fragment of " + name + " lies outside its group's partition");
-            return flat.narrow(0, s.start, s.numel).view(p.tensor.sizes()).to(p.tensor.device());
+        const auto it = pieces.find(name);
+        if (it == pieces.end()) throw Error(path.string() + ": no optimizer state for parameter " + name);
+        std::int64_t total = 0;
+        for (const auto& pc : it->second) total += pc.numel;
+        if (total != p.tensor.numel())
+            throw Error(path.string() + ": optimizer state of " + name + " has " + std::to_string(total) +
+                        " elements, the parameter " + std::to_string(p.tensor.numel()));
+        auto whole = [&](const std::vector<std::vector<at::Tensor>>& flats, const char* what) {
+            std::vector<at::Tensor> parts;
+            for (const auto& pc : it->second) {
+                const auto& flat = flats[pc.file][pc.group];
+                if (pc.start < 0 || pc.numel < 0 || pc.start + pc.numel > flat.numel())
+                    throw Error(files[pc.file]->path() + ": " + what + " fragment of " + name +
+                                " lies outside its group's partition");
+                parts.push_back(flat.narrow(0, pc.start, pc.numel));
+            }
+            return (parts.size() == 1 ? parts[0] : at::cat(parts)).view(p.tensor.sizes()).to(p.tensor.device());
         };
-        master.push_back(slice(flat_master[s.group], "fp32"));
-        m1.push_back(slice(flat_m1[s.group], "exp_avg"));
-        m2.push_back(slice(flat_m2[s.group], "exp_avg_sq"));
+        master.push_back(whole(flat_master, "fp32"));
+        m1.push_back(whole(flat_m1, "exp_avg"));
+        m2.push_back(whole(flat_m2, "exp_avg_sq"));
     }
     optimizer.load_state(master, m1, m2, steps.value_or(0));
 
@@ -804,7 +890,7 @@ void CheckpointLoader::load_optimizer(AdamOptimizer& optimizer, const model::Gpt
     }
     const auto* ls = osd.find("loss_scaler");
     if (!ls || ls->type() != ckpt::PyType::Object || !ls->as_object().has_state || ls->as_object().state.type() != ckpt::PyType::Dict)
-        throw Error(where + ": no loss_scaler state for this fp16 run");
+        throw Error(files[0]->path() + ": no loss_scaler state for this fp16 run");
     const auto& st = ls->as_object().state;
     auto get = [&](const char* k, double fallback) {
         const auto* v = st.find(k);

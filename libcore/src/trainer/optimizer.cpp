@@ -20,14 +20,6 @@ std::vector<at::Tensor> pick(const std::vector<at::Tensor>& v, const std::vector
     return out;
 }
 
-// A piece of one parameter inside a data-parallel rank's partition of a flat group.
-struct Fragment {
-    std::size_t param = 0;
-    std::int64_t offset = 0;       // in the flattened parameter
-    std::int64_t length = 0;
-    std::int64_t part_offset = 0;  // in the partition
-};
-
 at::Tensor flat_view(const at::Tensor& t, const Fragment& f) { return t.detach().view({-1}).narrow(0, f.offset, f.length); }
 
 }  // namespace
@@ -47,6 +39,26 @@ std::vector<FlatGroup> optimizer_groups(const std::vector<model::Parameter>& par
         g.padding = (align - g.numel % align) % align;
     }
     return groups;
+}
+
+std::vector<std::vector<std::vector<Fragment>>> partition_groups(const std::vector<FlatGroup>& groups,
+                                                                 const std::vector<model::Parameter>& params, int ranks) {
+    std::vector<std::vector<std::vector<Fragment>>> out;
+    for (const auto& g : groups) {
+        const std::int64_t part = (g.numel + g.padding) / ranks;
+        std::vector<std::vector<Fragment>> per_rank(static_cast<std::size_t>(ranks));
+        std::int64_t pos = 0;
+        for (auto i : g.params) {
+            const std::int64_t n = params[i].tensor.numel();
+            for (int r = 0; r < ranks; ++r) {
+                const std::int64_t lo = std::max(pos, r * part), hi = std::min(pos + n, (r + 1) * part);
+                if (hi > lo) per_rank[static_cast<std::size_t>(r)].push_back({i, lo - pos, hi - lo, lo - r * part});
+            }
+            pos += n;
+        }
+        out.push_back(std::move(per_rank));
+    }
+    return out;
 }
 
 // The partitioned state: for each flat group, every rank's fragments (the gather needs the others'),
@@ -76,26 +88,16 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
         z->rank = static_cast<int>(std::find(members.begin(), members.end(), zero1->rank()) - members.begin());
         z->groups = optimizer_groups(params_, z->size);
         separate_master_ = !params_.empty() && params_[0].tensor.scalar_type() != at::kFloat;
-        for (const auto& g : z->groups) {
-            const std::int64_t part = (g.numel + g.padding) / z->size;
-            z->partition.push_back(part);
-            std::vector<std::vector<Fragment>> per_rank(static_cast<std::size_t>(z->size));
-            std::int64_t pos = 0;
-            for (auto i : g.params) {
-                const std::int64_t n = params_[i].tensor.numel();
-                if ((params_[i].tensor.scalar_type() != at::kFloat) != separate_master_)
-                    throw Error("parameter " + params_[i].full_name() + " has another dtype than the rest of the model");
-                for (int r = 0; r < z->size; ++r) {
-                    const std::int64_t lo = std::max(pos, r * part), hi = std::min(pos + n, (r + 1) * part);
-                    if (hi > lo) per_rank[static_cast<std::size_t>(r)].push_back({i, lo - pos, hi - lo, lo - r * part});
-                }
-                pos += n;
-            }
-            for (const auto& f : per_rank[static_cast<std::size_t>(z->rank)]) {
+        for (const auto& p : params_)
+            if ((p.tensor.scalar_type() != at::kFloat) != separate_master_)
+                throw Error("parameter " + p.full_name() + " has another dtype than the rest of the model");
+        z->fragments = partition_groups(z->groups, params_, z->size);
+        for (std::size_t gi = 0; gi < z->groups.size(); ++gi) {
+            z->partition.push_back((z->groups[gi].numel + z->groups[gi].padding) / z->size);
+            for (const auto& f : z->fragments[gi][static_cast<std::size_t>(z->rank)]) {
                 z->own.push_back(f);
-                z->own_decay.push_back(g.weight_decay);
+                z->own_decay.push_back(z->groups[gi].weight_decay);
             }
-            z->fragments.push_back(std::move(per_rank));
         }
         const auto& p0 = params_.empty() ? at::Tensor() : params_[0].tensor;
         for (const auto& f : z->own) {
@@ -265,6 +267,39 @@ StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, doubl
         }
     }
     return r;
+}
+
+StatePartition AdamOptimizer::state_partition(int rank, int count) const {
+    StatePartition out;
+    out.rank = rank;
+    out.count = count;
+    if (zero_) {
+        const auto& z = *zero_;
+        if (rank != z.rank || count != z.size)
+            throw Error("the optimizer holds partition " + std::to_string(z.rank) + " of " + std::to_string(z.size) +
+                        ", not " + std::to_string(rank) + " of " + std::to_string(count));
+        out.groups = z.groups;
+        out.partition_numel = z.partition;
+        std::size_t k = 0;
+        for (std::size_t gi = 0; gi < z.groups.size(); ++gi) {
+            out.slices.emplace_back();
+            for (const auto& f : z.fragments[gi][static_cast<std::size_t>(rank)]) {
+                out.slices.back().push_back({f, z.master[k], z.exp_avg[k], z.exp_avg_sq[k]});
+                ++k;
+            }
+        }
+        return out;
+    }
+    out.groups = optimizer_groups(params_, count);
+    const auto fragments = partition_groups(out.groups, params_, count);
+    for (std::size_t gi = 0; gi < out.groups.size(); ++gi) {
+        out.partition_numel.push_back((out.groups[gi].numel + out.groups[gi].padding) / count);
+        out.slices.emplace_back();
+        for (const auto& f : fragments[gi][static_cast<std::size_t>(rank)])
+            out.slices.back().push_back({f, flat_view(master_[f.param], f), flat_view(exp_avg_[f.param], f),
+                                         flat_view(exp_avg_sq_[f.param], f)});
+    }
+    return out;
 }
 
 std::int64_t AdamOptimizer::state_elements() const {

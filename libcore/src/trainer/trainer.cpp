@@ -146,9 +146,6 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     if (args.parallel.data_parallel_size != world)
         throw Error("data-parallel size " + std::to_string(args.parallel.data_parallel_size) + " but " +
                     std::to_string(world) + " processes (" + launch.source + ")");
-    if (world > 1 && !args.checkpoint.save.empty())
-        throw UsageError("--save with several processes is not implemented yet (checkpoints of a data-parallel run need "
-                         "one optimizer shard per rank); run without --save, or on one process");
     if (args.data.data_path.empty()) throw UsageError("--data-path is required");
     if (!args.data.train_weighted_split_paths_path.empty() || !args.data.valid_weighted_split_paths_path.empty())
         throw UsageError("--train-weighted-split-paths-path / --valid-weighted-split-paths-path are not supported by "
@@ -324,7 +321,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         p.current_weight_decay = schedule.weight_decay();
         scaler.save_to(p);
         info("saving checkpoint at iteration " + std::to_string(iteration) + " to " + args.checkpoint.save);
-        const auto saved = save_checkpoint(args, vocab, model, optimizer, p);
+        const auto saved = save_checkpoint(args, vocab, model, optimizer, p, comm.get());
         last_saved = iteration;
         char buf[160];
         std::snprintf(buf, sizeof buf, " (%.1f MB in %.2f s)", static_cast<double>(saved.bytes) / 1e6, saved.seconds);

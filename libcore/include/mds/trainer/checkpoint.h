@@ -33,6 +33,7 @@ class GptModel;
 namespace mds::trainer {
 
 class AdamOptimizer;
+class Communicator;
 
 // Everything a resume restores besides weights, optimizer and RNGs.
 struct TrainingProgress {
@@ -60,10 +61,13 @@ struct CheckpointSaveInfo {
 
 // Saves one checkpoint under `args.checkpoint.save` (optimizer states unless --no-save-optim, RNG
 // states unless --no-save-rng). `original_vocab_size` is the tokenizer's. Throws mds::Error naming
-// the file; on failure the previous checkpoint and `latest` are untouched.
+// the file; on failure the previous checkpoint and `latest` are untouched. With `comm` (several
+// data-parallel processes, TP = PP = 1) every rank calls it: rank 0 writes the weights and the
+// mp_rank file, each data-parallel rank its optimizer partition (DeepSpeed's zero_pp_rank_<dp>
+// files), and rank 0 publishes the folder and `latest` once all succeeded.
 CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t original_vocab_size,
                                    const model::GptModel& model, const AdamOptimizer& optimizer,
-                                   const TrainingProgress& progress);
+                                   const TrainingProgress& progress, Communicator* comm = nullptr);
 
 // A checkpoint opened for a resume: the tag `latest` names under `args.checkpoint.load`. The
 // weights go into the model first (the optimizer is then built from them), then the optimizer

@@ -38,6 +38,31 @@ struct FlatGroup {
 };
 std::vector<FlatGroup> optimizer_groups(const std::vector<model::Parameter>& params, std::int64_t dp);
 
+// A piece of one parameter inside a data-parallel rank's partition of a flat group.
+struct Fragment {
+    std::size_t param = 0;
+    std::int64_t offset = 0;       // in the flattened parameter
+    std::int64_t length = 0;
+    std::int64_t part_offset = 0;  // in the partition
+};
+// Each group's partitions over `ranks`: [group][rank] → fragments in partition order. A partition
+// holds (numel + padding) / ranks elements; the last one ends with the padding.
+std::vector<std::vector<std::vector<Fragment>>> partition_groups(const std::vector<FlatGroup>& groups,
+                                                                 const std::vector<model::Parameter>& params, int ranks);
+
+// One data-parallel rank's share of the optimizer state, as a checkpoint file holds it: per flat
+// group, the fragments of its partition with fp32 masters and Adam moments (views).
+struct StateSlice {
+    Fragment where;
+    at::Tensor master, exp_avg, exp_avg_sq;
+};
+struct StatePartition {
+    int rank = 0, count = 1;
+    std::vector<FlatGroup> groups;
+    std::vector<std::int64_t> partition_numel;    // per group
+    std::vector<std::vector<StateSlice>> slices;  // per group, in partition order
+};
+
 struct StepResult {
     bool skipped = false;      // non-finite gradients (fp16 overflow): no update
     double grad_norm = 0;      // before clipping; NaN/Inf when the gradients are
@@ -63,6 +88,9 @@ public:
     // Partitioned: a collective over the data-parallel group.
     double params_norm() const;
     bool partitioned() const { return zero_ != nullptr; }
+    // Rank `rank` of `count`'s partition of the state. Partitioned (ZeRO-1): this rank's own, and the
+    // arguments must name it; else cut from the full state.
+    StatePartition state_partition(int rank, int count) const;
     // Elements whose states this rank holds (all of them unless partitioned).
     std::int64_t state_elements() const;
     std::int64_t steps_taken() const { return steps_; }

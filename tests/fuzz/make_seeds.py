@@ -160,3 +160,17 @@ w(Z, "deflated_with_comment", zip_seed([("a/x", b"hello hello hello hello"), ("a
                                        compression=8))
 w(Z, "no_folder", zip_seed([("one", b"1"), ("two", b"22")]))
 w(Z, "empty_zip", zip_seed([]))
+
+L = "fuzz_launch"  # first byte: 0 host list, 1 tasks per node, 2 environment (NUL-separated NAME=VALUE)
+w(L, "hostlist_jz", b"\x00jz[001-003,007],r2i1n[4-5]")
+w(L, "hostlist_groups", b"\x00a[1-2]b[3-4],c[08-11],d")
+w(L, "tasks_repeat", b"\x014(x2),2")
+w(L, "tasks_one", b"\x018")
+w(L, "env_torchrun", b"\x02" + b"\0".join([b"RANK=1", b"WORLD_SIZE=4", b"LOCAL_RANK=1", b"LOCAL_WORLD_SIZE=2",
+                                          b"MASTER_ADDR=node1", b"MASTER_PORT=29500"]))
+w(L, "env_srun", b"\x02" + b"\0".join([b"SLURM_PROCID=5", b"SLURM_STEP_NUM_TASKS=8", b"SLURM_LOCALID=1", b"SLURM_NODEID=2",
+                                      b"SLURM_STEP_TASKS_PER_NODE=2(x4)", b"SLURM_STEP_NODELIST=jz[001-004]"]))
+w(L, "env_ompi", b"\x02" + b"\0".join([b"OMPI_COMM_WORLD_RANK=3", b"OMPI_COMM_WORLD_SIZE=4", b"OMPI_COMM_WORLD_LOCAL_RANK=1",
+                                      b"OMPI_COMM_WORLD_LOCAL_SIZE=2", b"MASTER_ADDR=h"]))
+w(L, "env_pmi", b"\x02" + b"\0".join([b"PMI_RANK=0", b"PMI_SIZE=2", b"MPI_LOCALRANKID=0", b"MPI_LOCALNRANKS=2",
+                                     b"MASTER_ADDR=h"]))

@@ -8,6 +8,10 @@
 #include "mds/util/error.h"
 
 namespace mds::dist {
+
+// No allocation will hold more hosts or nodes than this (a typo like n[0-999999][0-999999] is an
+// error, not an exhausted memory).
+constexpr std::size_t kMaxExpanded = 1'000'000;
 namespace {
 
 std::optional<std::string> get(const EnvReader& env, const char* name) {
@@ -155,6 +159,9 @@ std::vector<std::string> expand_hostlist(std::string_view list) {
     std::function<void(const std::string&)> expand = [&](const std::string& name) {
         const auto open = name.find('[');
         if (open == std::string::npos) {
+            if (out.size() >= kMaxExpanded)
+                throw Error("host list \"" + std::string(list).substr(0, 200) + "\" expands to more than " +
+                            std::to_string(kMaxExpanded) + " hosts");
             out.push_back(name);
             return;
         }
@@ -205,8 +212,9 @@ std::vector<int> expand_tasks_per_node(std::string_view spec) {
             if (item.back() != ')') throw Error("tasks per node \"" + s + "\": \"" + item + "\" is not N or N(xK)");
             repeat = parse_int(item.substr(paren + 2, item.size() - paren - 3), "tasks per node repeat", 1);
         }
-        const int n = parse_int(count, "tasks per node", 0);
-        if (repeat > 1000000) throw Error("tasks per node \"" + s + "\": repeat count too large");
+        const int n = parse_int(count, "tasks per node", 1);  // a node of the step runs at least one task
+        if (static_cast<std::size_t>(repeat) > kMaxExpanded - out.size())
+            throw Error("tasks per node \"" + s.substr(0, 200) + "\" lists more than " + std::to_string(kMaxExpanded) + " nodes");
         out.insert(out.end(), static_cast<std::size_t>(repeat), n);
         pos = comma + 1;
     }

@@ -10,7 +10,8 @@
     partition of the optimizer states) continues exactly as the one-process resume and the uninterrupted run;
   - the real `torchrun --no-python` of the venv's torch starts them too, with the same losses, and so does `srun -n 2`
     on a real single-node SLURM (slurm_cluster.py; skipped without root or the SLURM packages), where each task
-    finds its rank, local rank and the master host from SLURM's variables alone;
+    finds its rank, local rank and the master host from SLURM's variables alone, and Open MPI's `mpirun -np 2`
+    (skipped without the openmpi-bin package);
   - a rank killed with SIGKILL, or stopped with SIGSTOP (a hang), makes the others exit non-zero within the
     timeout (--distributed-timeout-minutes) with an error naming that rank, instead of waiting forever;
   - a signal that reaches one rank only (SIGUSR1) stops every rank after the same iteration;
@@ -124,6 +125,7 @@ def equivalence(tmp, data):
     ref = curve(one.stdout)
     resume(tmp, data, ref)
     srun_launch(tmp, data, ref)
+    mpirun_launch(data, ref)
     check(ref[0][-1][2] < ref[0][0][2] - 0.3, f"one process: the loss did not fall ({ref[0][0][2]} -> {ref[0][-1][2]})")
     for world in (2, 3, 4):
         outs = wait_all(start(flags(data), world, free_port()))
@@ -164,6 +166,24 @@ def equivalence(tmp, data):
     # --tee prefixes each line with "[rank]:"; rank 1 (the last) prints the iteration lines.
     rank1 = "\n".join(line.split(":", 1)[1] for line in r.stdout.splitlines() if line.startswith("[default1]:"))
     same_curve("torchrun --no-python, 2 processes", ref, curve(rank1))
+
+
+def mpirun_launch(data, ref):
+    """Open MPI's mpirun: ranks from OMPI_COMM_WORLD_*, the rendezvous from the exported MASTER_ADDR / PORT."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        print("note: mpirun missing (Debian package openmpi-bin), the mpirun launch is not checked")
+        return
+    env = dict(clean_env(), OMPI_MCA_btl="self,tcp", OMPI_MCA_plm="isolated")
+    r = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", "--tag-output",
+                        "-x", "MASTER_ADDR=127.0.0.1", "-x", f"MASTER_PORT={free_port()}", TRAIN, *flags(data)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    if not check(r.returncode == 0, f"mpirun exited {r.returncode}: {r.stderr[-2000:]}"):
+        return
+    # --tag-output prefixes each line with "[job,rank]<stdout>:".
+    rank1 = "\n".join(line.split(">:", 1)[1] for line in r.stdout.splitlines() if line.startswith("[1,1]<stdout>:"))
+    check("data parallel over 2 processes (Open MPI" in r.stderr, "mpirun: rank 0 did not report the Open MPI launch")
+    same_curve("mpirun -np 2", ref, curve(rank1))
 
 
 def srun_launch(tmp, data, ref):

@@ -20,7 +20,7 @@
 namespace mds::trainer {
 namespace {
 
-constexpr std::int64_t kBucketBytes = 64ll << 20;
+constexpr std::int64_t kBucketBytes = 25ll << 20;
 
 // c10 errors carry a C++ backtrace after the message: keep the message.
 std::string short_message(const std::exception& e) {

@@ -47,8 +47,8 @@ public:
     std::vector<int> members(Group group) const;
 
     // Sums the tensors over the group, in place (nothing to do for a group of one). Tensors of one
-    // dtype and device are flattened into buckets of at most 64 MiB, so a model's gradients travel
-    // in a few messages; `scale` multiplies the sums (1 / DP for a mean).
+    // dtype and device are flattened into buckets of at most 25 MiB (DDP's default; bench/dist), so
+    // a model's gradients travel in a few messages; `scale` multiplies the sums (1 / DP for a mean).
     void all_reduce_sum(const std::vector<at::Tensor>& tensors, Group group, double scale = 1.0);
     // The sum of one number over the group, computed in fp64.
     double sum(double value, Group group);

@@ -32,14 +32,35 @@ std::string Parameter::full_name() const {
 }
 
 at::Tensor GptModel::add(int layer, const std::string& name, at::Tensor value, TpSplit split, bool weight_decay) {
+    // This rank's shard of the full tensor (initialized whole, as on one process).
+    if (tp_.size > 1 && split != TpSplit::Replicated) {
+        const int dim = split == TpSplit::Rows ? 0 : 1;
+        const auto part = value.size(dim) / tp_.size;
+        value = value.narrow(dim, tp_.rank * part, part).contiguous();
+    }
     at::Tensor t = value.to(device_, scalar_type(config_.precision)).detach().requires_grad_(true);
     params_.push_back({layer, name, t, split, weight_decay});
     return t;
 }
 
-GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed) : config_(config), device_(device) {
+GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed, TensorParallel tp)
+    : config_(config), device_(device), tp_(std::move(tp)) {
     config_.validate();
     const auto h = config_.hidden_size, f = config_.ffn_hidden_size, L = config_.num_layers;
+    const std::int64_t t = tp_.size;
+    if (t < 1 || tp_.rank < 0 || tp_.rank >= t) throw Error("tensor-parallel rank " + std::to_string(tp_.rank) + " of " + std::to_string(t));
+    if (t > 1) {
+        if (!tp_.all_reduce_sum || !tp_.all_reduce_max) throw Error("tensor parallelism needs the group's reductions");
+        for (const auto& [what, n] : {std::pair<const char*, std::int64_t>{"--num-attention-heads", config_.num_attention_heads},
+                                      {"--ffn-hidden-size", f},
+                                      {"the padded vocabulary", config_.padded_vocab_size}})
+            if (n % t != 0)
+                throw Error(std::string(what) + " " + std::to_string(n) + " is not divisible by --tensor-model-parallel-size " +
+                            std::to_string(t));
+    }
+    local_heads_ = config_.num_attention_heads / t;
+    local_vocab_ = config_.padded_vocab_size / t;
+    vocab_start_ = tp_.rank * local_vocab_;
     auto gen = at::detail::createCPUGenerator(seed);
     const auto f32 = at::TensorOptions().dtype(at::kFloat);
     const double std = config_.init_method_std;
@@ -80,6 +101,7 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
     if (config_.position_embedding == PositionEmbedding::Alibi) {
         const auto slopes = alibi_slopes(config_.num_attention_heads);
         alibi_slopes_ = at::tensor(std::vector<double>(slopes.begin(), slopes.end()), at::TensorOptions().dtype(at::kDouble))
+                            .narrow(0, tp_.rank * local_heads_, local_heads_)
                             .to(device_, at::kFloat);
     }
 }
@@ -108,17 +130,35 @@ at::Tensor GptModel::attention_bias(std::int64_t seq, c10::ScalarType dtype) {
     auto pos = at::arange(seq, opts);
     auto bias = alibi_slopes_.view({-1, 1, 1}) * pos.view({1, 1, seq});  // [n, 1, s]
     auto future = at::ones({seq, seq}, opts.dtype(at::kBool)).triu(1);
-    bias = bias.expand({config_.num_attention_heads, seq, seq}).masked_fill(future, -std::numeric_limits<float>::infinity());
+    bias = bias.expand({local_heads_, seq, seq}).masked_fill(future, -std::numeric_limits<float>::infinity());
     return bias.unsqueeze(0).to(dtype);  // [1, n, s, s]; Megatron keeps alibi in the model dtype
+}
+
+at::Tensor GptModel::reduce_from_tp(const at::Tensor& x) const {
+    if (tp_.size == 1) return x;
+    auto sum = x.detach().contiguous().clone();
+    tp_.all_reduce_sum(sum);
+    return sum + (x - x.detach());  // the value of the sum, exactly; the gradient of x, unchanged
+}
+
+void GptModel::sum_grad_over_tp(at::Tensor& x) const {
+    if (tp_.size == 1 || !x.requires_grad()) return;
+    const auto reduce = tp_.all_reduce_sum;
+    x.register_hook([reduce](const at::Tensor& grad) {
+        auto g = grad.contiguous().clone();
+        reduce(g);
+        return g;
+    });
 }
 
 at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at::Tensor& attn_bias) {
     const Block& b = blocks_[static_cast<std::size_t>(i)];
-    const auto h = config_.hidden_size, n = config_.num_attention_heads, d = config_.head_dim();
+    const auto h = config_.hidden_size, n = local_heads_, d = config_.head_dim();
     const auto batch = x.size(0), seq = x.size(1);
     const double eps = config_.layernorm_epsilon;
 
     auto ln = at::layer_norm(x, {h}, b.ln1_w, b.ln1_b, eps);
+    sum_grad_over_tp(ln);
     auto qkv = at::linear(ln, b.qkv_w, b.qkv_b).view({batch, seq, n, 3, d});
     auto q = qkv.select(3, 0).transpose(1, 2);  // [b, n, s, d]
     auto k = qkv.select(3, 1).transpose(1, 2);
@@ -127,12 +167,16 @@ at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at
     auto ctx = attn_bias.defined()
                    ? at::scaled_dot_product_attention(q, k, v, attn_bias, p_attn, /*is_causal=*/false)
                    : at::scaled_dot_product_attention(q, k, v, {}, p_attn, /*is_causal=*/true);
-    ctx = ctx.transpose(1, 2).reshape({batch, seq, h});
-    auto y = x + at::dropout(at::linear(ctx, b.dense_w, b.dense_b), config_.hidden_dropout, training_);
+    ctx = ctx.transpose(1, 2).reshape({batch, seq, n * d});
+    // Row-parallel: the partial products are summed over the group, then the (replicated) bias.
+    auto attn = tp_.size == 1 ? at::linear(ctx, b.dense_w, b.dense_b) : reduce_from_tp(at::linear(ctx, b.dense_w)) + b.dense_b;
+    auto y = x + at::dropout(attn, config_.hidden_dropout, training_);
 
     ln = at::layer_norm(y, {h}, b.ln2_w, b.ln2_b, eps);
+    sum_grad_over_tp(ln);
     auto m = at::gelu(at::linear(ln, b.fc1_w, b.fc1_b), "tanh");
-    return y + at::dropout(at::linear(m, b.fc2_w, b.fc2_b), config_.hidden_dropout, training_);
+    auto out = tp_.size == 1 ? at::linear(m, b.fc2_w, b.fc2_b) : reduce_from_tp(at::linear(m, b.fc2_w)) + b.fc2_b;
+    return y + at::dropout(out, config_.hidden_dropout, training_);
 }
 
 at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
@@ -141,7 +185,15 @@ at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
     if (config_.position_embedding == PositionEmbedding::Absolute && seq > config_.max_position_embeddings)
         throw Error("sequence of " + std::to_string(seq) + " tokens exceeds --max-position-embeddings " +
                     std::to_string(config_.max_position_embeddings));
-    auto x = at::embedding(word_embeddings_, tokens);
+    at::Tensor x;
+    if (tp_.size == 1) {
+        x = at::embedding(word_embeddings_, tokens);
+    } else {
+        // Vocab-parallel: this rank embeds the tokens of its vocabulary rows, zeros elsewhere, summed.
+        const auto outside = tokens.lt(vocab_start_).logical_or(tokens.ge(vocab_start_ + local_vocab_));
+        const auto local = (tokens - vocab_start_).masked_fill(outside, 0);
+        x = reduce_from_tp(at::embedding(word_embeddings_, local).masked_fill(outside.unsqueeze(-1), 0));
+    }
     if (config_.embed_layernorm) x = at::layer_norm(x, {config_.hidden_size}, embed_ln_w_, embed_ln_b_, config_.layernorm_epsilon);
     if (position_embeddings_.defined()) {
         auto pos = at::arange(seq, at::TensorOptions().device(device_).dtype(at::kLong));
@@ -161,15 +213,35 @@ at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
             ++i;
         }
     }
-    return at::layer_norm(x, {config_.hidden_size}, final_ln_w_, final_ln_b_, config_.layernorm_epsilon);
+    auto out = at::layer_norm(x, {config_.hidden_size}, final_ln_w_, final_ln_b_, config_.layernorm_epsilon);
+    sum_grad_over_tp(out);  // the input of the (vocab-parallel) output projection
+    return out;
 }
 
+// With tensor parallelism: this rank's vocabulary shard of the logits.
 at::Tensor GptModel::logits(const at::Tensor& tokens) { return at::linear(hidden_states(tokens), word_embeddings_); }
 
 at::Tensor GptModel::loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask) {
     // Megatron computes the cross entropy on fp32 logits (fp16_lm_cross_entropy is off by default).
     auto logit = logits(tokens).to(at::kFloat);
     const auto vocab = logit.size(-1);
+    if (tp_.size > 1) {
+        // Megatron's vocab_parallel_cross_entropy: the max, the sum of exponentials and the target's
+        // logit over the shards; the gradient is softmax - one-hot on each shard.
+        auto z = logit.view({-1, vocab});
+        auto max = std::get<0>(z.detach().max(-1)).contiguous();
+        tp_.all_reduce_max(max);
+        z = z - max.unsqueeze(-1);
+        auto sum_exp = reduce_from_tp(z.exp().sum(-1));
+        const auto lab = labels.reshape({-1});
+        const auto outside = lab.lt(vocab_start_).logical_or(lab.ge(vocab_start_ + vocab));
+        const auto local = (lab - vocab_start_).masked_fill(outside, 0);
+        auto target = reduce_from_tp(z.gather(1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0));
+        auto losses = sum_exp.log() - target;
+        if (!loss_mask.defined()) return losses.mean();
+        auto mask = loss_mask.reshape({-1}).to(at::kFloat);
+        return (losses * mask).sum() / mask.sum();
+    }
     // Without a mask, the fused mean reduction: ~15% faster per step on CPU than per-token losses + mean.
     if (!loss_mask.defined()) return at::cross_entropy_loss(logit.view({-1, vocab}), labels.reshape({-1}));
     auto losses = at::cross_entropy_loss(logit.view({-1, vocab}), labels.reshape({-1}), {}, at::Reduction::None);

@@ -319,6 +319,16 @@ std::vector<double> Communicator::max(std::vector<double> values, Group group) {
     return impl_->numbers(std::move(values), group, c10d::ReduceOp::MAX, "max");
 }
 
+void Communicator::all_reduce_max(const at::Tensor& tensor, Group group) {
+    auto& g = impl_->group(group);
+    if (!g.pg) return;
+    if (!tensor.is_contiguous()) throw Error("all_reduce_max needs a contiguous tensor");
+    std::vector<at::Tensor> buf{tensor};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::MAX;
+    impl_->run("all_reduce (max)", group, [&] { return g.pg->allreduce(buf, opts); });
+}
+
 std::vector<at::Tensor> Communicator::all_gather(const at::Tensor& input, Group group) {
     auto& g = impl_->group(group);
     if (!g.pg) return {input};

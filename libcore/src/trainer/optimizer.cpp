@@ -158,12 +158,11 @@ StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale
     }
     // Sum of squares in double over per-tensor fp32 norms: one reduction per tensor.
     auto norms = at::_foreach_norm(master_grad_, 2);
-    const double total_sq = at::stack(norms).to(at::kDouble).pow(2).sum().item<double>();
+    const double total_sq = model_parallel_total(at::stack(norms).to(at::kDouble).pow(2));
     r.grad_norm = optim::total_norm_from_squared(total_sq);
     if (count_zeros) {
         std::int64_t zeros = 0;
-        for (const auto& g : master_grad_) zeros += g.numel() - g.count_nonzero().item<std::int64_t>();
-        r.num_zeros = zeros;
+        r.num_zeros = count_zeros_of(master_grad_);
     }
     if (check_finite && !std::isfinite(r.grad_norm)) {
         r.skipped = true;
@@ -218,13 +217,12 @@ StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, doubl
         norm_of = grads;
     }
     auto norms = at::_foreach_norm(norm_of, 2);
-    const double total_sq = at::stack(norms).to(at::kDouble).pow(2).sum().item<double>();
+    const double total_sq = model_parallel_total(at::stack(norms).to(at::kDouble).pow(2));
     norm_of.clear();
     r.grad_norm = optim::total_norm_from_squared(total_sq);
     if (count_zeros) {
         std::int64_t zeros = 0;
-        for (const auto& g : grads) zeros += g.numel() - g.count_nonzero().item<std::int64_t>();
-        r.num_zeros = zeros;
+        r.num_zeros = count_zeros_of(grads);
     }
     if (check_finite && !std::isfinite(r.grad_norm)) {
         r.skipped = true;
@@ -302,6 +300,27 @@ StatePartition AdamOptimizer::state_partition(int rank, int count) const {
     return out;
 }
 
+void AdamOptimizer::set_tensor_parallel_sum(std::function<double(double)> sum) {
+    tp_sum_ = std::move(sum);
+    std::vector<double> mask;
+    for (const auto& p : params_) mask.push_back(p.split != model::TpSplit::Replicated ? 1.0 : 0.0);
+    sharded_mask_ = at::tensor(mask, at::TensorOptions().dtype(at::kDouble))
+                        .to(params_.empty() ? c10::Device(at::kCPU) : params_[0].tensor.device());
+}
+
+double AdamOptimizer::model_parallel_total(const at::Tensor& per_param) const {
+    if (!tp_sum_) return per_param.sum().item<double>();
+    const double sharded = (per_param * sharded_mask_).sum().item<double>();
+    return tp_sum_(sharded) + (per_param * (1.0 - sharded_mask_)).sum().item<double>();
+}
+
+std::int64_t AdamOptimizer::count_zeros_of(const std::vector<at::Tensor>& grads) const {
+    std::vector<double> zeros;
+    for (const auto& g : grads) zeros.push_back(static_cast<double>(g.numel() - g.count_nonzero().item<std::int64_t>()));
+    return static_cast<std::int64_t>(std::llround(model_parallel_total(
+        at::tensor(zeros, at::TensorOptions().dtype(at::kDouble)).to(sharded_mask_.defined() ? sharded_mask_.device() : at::kCPU))));
+}
+
 std::int64_t AdamOptimizer::state_elements() const {
     std::int64_t n = 0;
     for (const auto& t : zero_ ? zero_->master : master_) n += t.numel();
@@ -364,12 +383,18 @@ void AdamOptimizer::load_state(const std::vector<at::Tensor>& master, const std:
 double AdamOptimizer::params_norm() const {
     c10::NoGradGuard no_grad;
     if (zero_) {
-        double sq = 0;
-        for (const auto& t : zero_->master) sq += t.to(at::kDouble).pow(2).sum().item<double>();
-        return std::sqrt(zero_->comm->sum(sq, Group::Data));
+        // Over the data-parallel group, then sharded parameters over the tensor-parallel group.
+        double sharded = 0, replicated = 0;
+        for (std::size_t k = 0; k < zero_->own.size(); ++k) {
+            const double sq = zero_->master[k].to(at::kDouble).pow(2).sum().item<double>();
+            (params_[zero_->own[k].param].split != model::TpSplit::Replicated && tp_sum_ ? sharded : replicated) += sq;
+        }
+        sharded = zero_->comm->sum(sharded, Group::Data);
+        replicated = zero_->comm->sum(replicated, Group::Data);
+        return std::sqrt((tp_sum_ ? tp_sum_(sharded) : sharded) + replicated);
     }
     auto norms = at::_foreach_norm(master_, 2);
-    return std::sqrt(at::stack(norms).to(at::kDouble).pow(2).sum().item<double>());
+    return std::sqrt(model_parallel_total(at::stack(norms).to(at::kDouble).pow(2)));
 }
 
 }  // namespace mds::trainer

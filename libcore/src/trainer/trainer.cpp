@@ -140,12 +140,17 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     if (args.checkpoint.finetune && args.checkpoint.load.empty()) throw UsageError("--finetune needs --load");
     const auto& launch = options.launch;
     const int world = launch.world_size;
-    if (args.parallel.tensor_model_parallel_size != 1 || args.parallel.pipeline_model_parallel_size != 1)
-        throw UsageError("tensor and pipeline parallelism are not implemented yet: --tensor-model-parallel-size and "
-                         "--pipeline-model-parallel-size must be 1 (data parallelism over several processes works)");
-    if (args.parallel.data_parallel_size != world)
-        throw Error("data-parallel size " + std::to_string(args.parallel.data_parallel_size) + " but " +
-                    std::to_string(world) + " processes (" + launch.source + ")");
+    const std::int64_t tp_size = args.parallel.tensor_model_parallel_size;
+    if (args.parallel.pipeline_model_parallel_size != 1)
+        throw UsageError("pipeline parallelism is not implemented yet: --pipeline-model-parallel-size must be 1 "
+                         "(tensor and data parallelism work)");
+    if (tp_size * args.parallel.data_parallel_size != world)
+        throw UsageError("--tensor-model-parallel-size " + std::to_string(tp_size) + " x data-parallel size " +
+                         std::to_string(args.parallel.data_parallel_size) + " is not the " + std::to_string(world) +
+                         " processes started (" + (launch.source.empty() ? std::string("no launcher") : launch.source) + ")");
+    if (tp_size > 1 && (!args.checkpoint.save.empty() || !args.checkpoint.load.empty()))
+        throw UsageError("checkpoints of tensor-parallel runs are not implemented yet: --save / --load need "
+                         "--tensor-model-parallel-size 1");
     if (args.data.data_path.empty()) throw UsageError("--data-path is required");
     if (!args.data.train_weighted_split_paths_path.empty() || !args.data.valid_weighted_split_paths_path.empty())
         throw UsageError("--train-weighted-split-paths-path / --valid-weighted-split-paths-path are not supported by "
@@ -177,8 +182,8 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         if (info_rank) print_info(m);
     };
     if (comm)
-        info("data parallel over " + std::to_string(world) + " processes (" + launch.launcher + ", rendezvous at " +
-             launch.master_addr + ":" + std::to_string(launch.master_port) + ")");
+        info("TP " + std::to_string(tp_size) + " x DP " + std::to_string(dp) + " over " + std::to_string(world) + " processes (" +
+             launch.launcher + ", rendezvous at " + launch.master_addr + ":" + std::to_string(launch.master_port) + ")");
 
     // Tokenizer → padded vocabulary, as Megatron's build_tokenizer.
     const auto tok = train::load_tokenizer(args.data);
@@ -189,7 +194,15 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
 
     const auto cfg = model_config(args, padded);
     at::manual_seed(static_cast<std::uint64_t>(args.seed));
-    model::GptModel model(cfg, device, static_cast<std::uint64_t>(args.seed));
+    model::TensorParallel tp;
+    if (comm && tp_size > 1) {
+        tp.rank = comm->coordinates().tp;
+        tp.size = static_cast<int>(tp_size);
+        Communicator* c = comm.get();
+        tp.all_reduce_sum = [c](at::Tensor& t) { c->all_reduce_sum({t}, Group::Tensor); };
+        tp.all_reduce_max = [c](at::Tensor& t) { c->all_reduce_max(t, Group::Tensor); };
+    }
+    model::GptModel model(cfg, device, static_cast<std::uint64_t>(args.seed), tp);
     info(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
                std::to_string(model.parameter_count()));
     info("device " + device.str() + ", " + model::precision_name(cfg.precision) + ", " +
@@ -234,6 +247,10 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     optim::LrSchedule schedule(optim::lr_schedule_params_from_config(args.optimizer, args.length.train_iters,
                                                                      args.length.train_samples, gbs));
     AdamOptimizer optimizer(model.parameters(), args.optimizer, comm && args.parallel.zero_stage == 1 ? comm.get() : nullptr);
+    if (tp.size > 1) {
+        Communicator* c = comm.get();
+        optimizer.set_tensor_parallel_sum([c](double v) { return c->sum(v, Group::Tensor); });
+    }
     if (optimizer.partitioned())
         info("ZeRO stage 1: each rank holds the optimizer states of about " + std::to_string(optimizer.state_elements()) +
              " of " + std::to_string(model.parameter_count()) + " parameters");

@@ -11,12 +11,23 @@
 // Parameters are grouped by the DeepSpeed pipeline layer that saves them (layer_01 embedding,
 // layer_03 … layer_{L+2} transformer blocks, layer_{L+4} final norm), and carry their tensor-
 // parallel split, so that pipeline cuts, TP sharding and checkpoint files all name the same thing.
+//
+// Tensor parallelism (Megatron's): with a TensorParallel of size T > 1 the model holds rank r's
+// shards — rows r·n/T … of column-parallel weights (fused QKV: whole heads; h→4h; the vocabulary of
+// the word embeddings), columns of row-parallel weights (attention dense, 4h→h) — cut from the
+// full tensors initialized as on one process, so every T starts from the same model. Forward:
+// the vocab-parallel embedding and row-parallel outputs are summed over the group (their
+// gradients pass through), the inputs of column-parallel layers get their gradients summed over
+// the group, and the cross entropy is computed over the vocabulary shards (max, sum of
+// exponentials and target logit summed across the group). LayerNorms and row-parallel biases are
+// replicated; their gradients are equal on every rank.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,13 +52,25 @@ constexpr int kEmbeddingLayer = 1;
 inline int transformer_layer_index(std::int64_t block) { return static_cast<int>(block) + 3; }
 inline int final_norm_layer_index(std::int64_t num_layers) { return static_cast<int>(num_layers) + 4; }
 
+// The tensor-parallel group a model shard belongs to: its rank and size, and in-place reductions
+// over the group (a trainer::Communicator's).
+struct TensorParallel {
+    int rank = 0;
+    int size = 1;
+    std::function<void(at::Tensor&)> all_reduce_sum;
+    std::function<void(at::Tensor&)> all_reduce_max;
+};
+
 class GptModel {
 public:
     // Builds and initializes the model as Megatron does: normal(0, init_method_std) for embeddings
     // and input projections, normal(0, std / sqrt(2 × num_layers)) for the two output projections
     // of each block, zero biases, LayerNorm weight 1 and bias 0. Initialization runs on the CPU in
     // fp32 from `seed`, so a model is the same on every device and precision.
-    GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed);
+    // `tp`: this model's shard of a tensor-parallel group (throws mds::Error when heads, FFN or the
+    // padded vocabulary do not divide by its size).
+    GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed, TensorParallel tp = {});
+    const TensorParallel& tensor_parallel() const { return tp_; }
 
     const GptConfig& config() const { return config_; }
     c10::Device device() const { return device_; }
@@ -77,9 +100,15 @@ private:
     };
     at::Tensor add(int layer, const std::string& name, at::Tensor value, TpSplit split, bool weight_decay);
     at::Tensor attention_bias(std::int64_t seq, c10::ScalarType dtype);
+    // Megatron's mappings (mpu/mappings.py): the forward sum over the group with the gradient passed
+    // through, and the input of a column-parallel layer whose gradient is summed over the group.
+    at::Tensor reduce_from_tp(const at::Tensor& x) const;
+    void sum_grad_over_tp(at::Tensor& x) const;
 
     GptConfig config_;
     c10::Device device_;
+    TensorParallel tp_;
+    std::int64_t local_heads_ = 0, vocab_start_ = 0, local_vocab_ = 0;
     bool training_ = true;
     std::vector<Parameter> params_;
     at::Tensor word_embeddings_, position_embeddings_, embed_ln_w_, embed_ln_b_, final_ln_w_, final_ln_b_;

@@ -50,6 +50,8 @@ public:
     // dtype and device are flattened into buckets of at most 25 MiB (DDP's default; bench/dist), so
     // a model's gradients travel in a few messages; `scale` multiplies the sums (1 / DP for a mean).
     void all_reduce_sum(const std::vector<at::Tensor>& tensors, Group group, double scale = 1.0);
+    // Element-wise maximum of one tensor over the group, in place.
+    void all_reduce_max(const at::Tensor& tensor, Group group);
     // The sum of one number over the group, computed in fp64.
     double sum(double value, Group group);
     double max(double value, Group group);

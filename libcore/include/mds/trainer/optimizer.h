@@ -18,6 +18,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -88,6 +89,10 @@ public:
     // Partitioned: a collective over the data-parallel group.
     double params_norm() const;
     bool partitioned() const { return zero_ != nullptr; }
+    // Tensor parallelism: `sum` adds a number over the tensor-parallel group. The gradient norm, the
+    // zero count and the parameter norm then count the shards of split parameters on every rank and
+    // replicated ones once (Megatron's clip_grad_norm_fp32 over non-duplicate parameters).
+    void set_tensor_parallel_sum(std::function<double(double)> sum);
     // Rank `rank` of `count`'s partition of the state. Partitioned (ZeRO-1): this rank's own, and the
     // arguments must name it; else cut from the full state.
     StatePartition state_partition(int rank, int count) const;
@@ -110,9 +115,14 @@ public:
 private:
     struct Zero1;
     StepResult step_partitioned(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros);
+    // Σ of per-parameter values ([n] fp64), split parameters summed over the tensor-parallel group.
+    double model_parallel_total(const at::Tensor& per_param) const;
+    std::int64_t count_zeros_of(const std::vector<at::Tensor>& grads) const;
 
     std::vector<model::Parameter>& params_;
     std::unique_ptr<Zero1> zero_;
+    std::function<double(double)> tp_sum_;
+    at::Tensor sharded_mask_;  // [n] fp64: 1 for tensor-parallel split parameters
     optim::OptimizerConfig config_;
     bool separate_master_ = false;
     std::vector<at::Tensor> master_, exp_avg_, exp_avg_sq_;

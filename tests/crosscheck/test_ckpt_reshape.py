@@ -23,6 +23,8 @@
     and optimizer states; and a checkpoint mds-train saved on 2 data-parallel processes (one optimizer partition
     per rank) is read by DeepSpeedCheckpoint (DP 2) and ds_to_universal, its partitions reassemble to masters that
     round to the saved weights, ZeRO-0 and ZeRO-1 runs save the same states, and it resumes on 1 and 3 processes;
+    one saved at TP=2 x DP=2 is read as TP 2 / DP 2 and its shards, merged by this test's Megatron rules and by
+    ds_to_universal, are the model a one-process run saved at the same iteration;
   - bad inputs (--target-tp 0, heads not divisible, a missing layer or optimizer file, an existing destination)
     fail with a message naming the problem, a non-zero exit and no output.
 Exits 77 without the binary or without torch / deepspeed."""
@@ -822,6 +824,41 @@ def check_train_dp_save(tmp):
     check(ok and re.search(r"^ iteration +12/ +12 \| consumed samples: +144 ", outs[-1][0], re.M),
           "3 processes do not resume the DP=2 checkpoint")
     print("data-parallel save: 2 partition files DeepSpeed reads, masters = weights, ZeRO-0 = ZeRO-1, resumed on 1 and 3")
+
+    # TP=2 x DP=2: the shards, merged by this test's own Megatron TP rules (and by ds_to_universal), are the model a
+    # one-process run of the same flags saved at the same iteration. With --lr 0 the weights and masters stay the
+    # initial ones, which every TP cuts from the same full tensors: equal bit for bit, so a shard in the wrong place
+    # shows; the Adam moments (bf16 gradients summed in another order) agree within 2% of their norm.
+    frozen = ["--train-iters", "20", "--lr", "0", "--min-lr", "0", "--save-interval", "10", "--exit-interval", "10"]
+    ok, _ = launch(4, [*frozen, "--tensor-model-parallel-size", "2", "--save", os.path.join(tmp, "tp2dp2")])
+    one = subprocess.run([train, *flags, *frozen, "--save", os.path.join(tmp, "tp1dp1")], capture_output=True, text=True)
+    if not check(ok and one.returncode == 0, f"TP=2 x DP=2 / one-process saves: {one.stderr[-400:]}"):
+        return
+    tp_step, one_step = os.path.join(tmp, "tp2dp2", "global_step10"), os.path.join(tmp, "tp1dp1", "global_step10")
+    ds = DeepSpeedCheckpoint(tp_step)
+    check((ds.tp_degree, ds.pp_degree, ds.dp_degree) == (2, 1, 2), f"TP=2 x DP=2: DeepSpeedCheckpoint degrees "
+                                                                    f"{ds.tp_degree} {ds.pp_degree} {ds.dp_degree}")
+    tp_states, one_states = read_optimizer(tp_step)[0], read_optimizer(one_step)[0]
+    check(set(tp_states) == set(one_states), "TP=2 x DP=2: parameter names differ from one process's")
+    bad = [n for n in one_states if n in tp_states and not torch.equal(tp_states[n]["fp32"], one_states[n]["fp32"])]
+    check(not bad, f"TP=2 x DP=2: merged fp32 masters differ from one process's: {bad[:4]}")
+    worst = max(((tp_states[n][k] - one_states[n][k]).norm() / one_states[n][k].norm().clamp_min(1e-30)).item()
+                for n in one_states if n in tp_states for k in ("exp_avg", "exp_avg_sq"))
+    check(worst < 2e-2, f"TP=2 x DP=2: merged Adam moments differ from one process's by {worst:.1e} of their norm")
+    merged = read_weights(tp_step)
+    by_name = {("tied_modules.embed." + k[1] if k[0] == 1 else f"{k[0]}.{k[1]}"): v for k, v in merged.items()}
+    bad = [n for n in tp_states if not torch.equal(tp_states[n]["fp32"].to(torch.bfloat16), by_name[n])]
+    check(not bad, f"TP=2 x DP=2: merged masters do not round to the merged weights: {bad[:4]}")
+    inj = os.path.join(tmp, "tp-inj", "global_step10")
+    inject_universal_info(tp_step, inj)
+    uni = os.path.join(tmp, "tp-inj-uni", "global_step10_universal")
+    if ds_to_universal(inj, uni):
+        u = read_universal(uni)
+        wrong = [n for n in tp_states
+                 if not torch.equal(u[(n, "fp32")]["param"], tp_states[n]["fp32"][:len(u[(n, "fp32")]["param"])])]
+        check(not wrong, f"TP=2 x DP=2: ds_to_universal merges the shards differently: {wrong[:4]}")
+    print(f"TP=2 x DP=2 save: DeepSpeed reads TP 2 / DP 2, shards merge to one process's model (masters equal, moments "
+          f"within {worst:.1e}), ds_to_universal agrees")
 
 
 def check_stage_methods(tmp):

@@ -16,11 +16,11 @@
     timeout (--distributed-timeout-minutes) with an error naming that rank, instead of waiting forever;
   - a signal that reaches one rank only (SIGUSR1) stops every rank after the same iteration;
   - a checkpoint saved on 2 processes (one optimizer partition per rank) and resumed on 2 continues bit for bit
-    as the uninterrupted 2-process run;
+    as the uninterrupted 2-process run; one saved at TP=2 x DP=2 (a shard per TP rank) resumes bit for bit at
+    that shape and on the same curve at TP=2 x DP=1, and at TP=1 the error names mds-ckpt-reshape;
   - tensor parallelism: TP=2, TP=2 x DP=2 and a BLOOM-style model (ALiBi, embedding LayerNorm, recomputation) at
     TP=4 give one process's lm loss, grad norm, params norm and validation losses (relative 2e-6);
-  - usage errors: pipeline parallelism (not implemented yet), checkpoints of a tensor-parallel run (not yet),
-    heads or a world size TP does not divide, a world size the global batch does not divide, a malformed launcher
+  - usage errors: pipeline parallelism (not implemented yet), heads or a world size TP does not divide, a world size the global batch does not divide, a malformed launcher
     variable.
 Exits 77 without LibTorch (no mds-train binary)."""
 import json
@@ -269,6 +269,31 @@ def resume(tmp, data, ref):
           f"DP=2 resume: iterations 11-20 differ from the straight run: {b[0][:2]} vs {a[0][10:12]}")
     print("saved on 2 processes at 10, resumed on 2: iterations 11-20 and validation identical to the straight run")
 
+    # TP=2 x DP=2: one shard per tensor-parallel rank, one optimizer partition per rank; resumed at the same shape
+    # bit for bit, and at TP=2 x DP=1 on the same curve. At TP=1 the error says how to reshape.
+    tp_ckpt, tp_flags = tmp + "/ckpt-tp2dp2", ["--tensor-model-parallel-size", "2"]
+    straight = wait_all(start(flags(data, extra=tp_flags), 4, free_port()))
+    saved = wait_all(start(flags(data, extra=[*tp_flags, "--save", tp_ckpt, "--save-interval", "10", "--exit-interval", "10"]),
+                           4, free_port()))
+    same = wait_all(start(flags(data, extra=[*tp_flags, "--load", tp_ckpt]), 4, free_port()))
+    fewer = wait_all(start(flags(data, extra=[*tp_flags, "--load", tp_ckpt]), 2, free_port()))
+    if not check(all(o[0] == 0 for o in straight + saved + same + fewer), "TP=2 save / resume: a rank failed: "
+                 f"{[o[0] for o in saved]} {[o[0] for o in same]} {[o[0] for o in fewer]} {same[0][2][-600:]}"):
+        return
+    files = sorted(f for f in os.listdir(tp_ckpt + "/global_step10") if "optim" in f or "mp_rank_0" in f[:9])
+    want = sorted([f"mp_rank_0{t}_model_states.pt" for t in (0, 1)] +
+                  [f"zero_pp_rank_{d}_mp_rank_0{t}_optim_states.pt" for d in (0, 1) for t in (0, 1)])
+    check(files == want, f"TP=2 x DP=2 save: {files}")
+    a, b, c = curve(straight[-1][1]), curve(same[-1][1]), curve(fewer[-1][1])
+    check(b[0] == a[0][10:] and b[1] == a[1][1:], "TP=2 x DP=2 resume: iterations 11-20 differ from the straight run")
+    worst = max(abs(x[2] - y[2]) / y[2] for x, y in zip(c[0], a[0][10:])) if len(c[0]) == 10 else 1.0
+    check(worst <= 2e-6, f"TP=2 x DP=2 checkpoint resumed at TP=2 x DP=1 left the curve by {worst:.1e}")
+    one = subprocess.run([TRAIN, *flags(data, extra=["--load", tp_ckpt])], capture_output=True, text=True,
+                         env=rank_env(0, 1, free_port()))
+    check(one.returncode != 0 and "mds-ckpt-reshape --target-tp 1" in one.stderr,
+          f"a TP=2 checkpoint loaded at TP=1: exit {one.returncode}: {one.stderr[-400:]}")
+    print(f"TP=2 x DP=2 saved at 10: resumed at the same shape bit for bit, at TP=2 x DP=1 within {worst:.1e}")
+
 
 def read_until_iteration(proc, deadline):
     while time.time() < deadline:
@@ -325,8 +350,6 @@ def one_rank_signal(tmp, data):
 
 def usage_errors(tmp, data):
     cases = [
-        (["--tensor-model-parallel-size", "2", "--save", tmp + "/tp-ckpt", "--save-interval", "5"], 2,
-         "checkpoints of tensor-parallel runs are not implemented yet"),
         (["--tensor-model-parallel-size", "3"], 3, "--num-attention-heads 4 is not divisible by --tensor-model-parallel-size 3"),
         (["--tensor-model-parallel-size", "4"], 2, "world size 2 is not divisible by --tensor-model-parallel-size 4"),
         (["--pipeline-model-parallel-size", "2"], 2, "pipeline parallelism is not implemented yet"),

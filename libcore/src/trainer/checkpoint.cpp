@@ -418,6 +418,7 @@ void write_optimizer_file(const std::string& path, const train::TrainArgs& a, co
 
 void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std::int64_t original_vocab,
                         const model::GptModel& model, const TrainingProgress& p) {
+    const int tp_rank = model.tensor_parallel().rank;
     FileBuilder file(path);
     const auto& params = model.parameters();
     const std::int64_t padded = model.config().padded_vocab_size;
@@ -442,7 +443,7 @@ void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std:
     r.set("global_steps", integer(p.iteration));
     r.set("global_samples", integer(p.consumed_train_samples));
     r.set("dp_world_size", integer(a.parallel.data_parallel_size));
-    r.set("mp_world_size", integer(1));
+    r.set("mp_world_size", integer(a.parallel.tensor_model_parallel_size));
     r.set("ds_config", ds_config(a));
     r.set("ds_version", str(kDeepSpeedFormatVersion));
     // Megatron's client state (BMD save_checkpoint).
@@ -469,7 +470,8 @@ void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std:
                                                  : philox_seed_state(seed);
         r.set("cuda_rng_state", file.tensor(cuda_state));
         auto tracker = PyValue::dict();
-        tracker.as_dict().set("model-parallel-rng", file.tensor(philox_seed_state(seed + 2718)));
+        // Megatron's model_parallel_cuda_manual_seed: seed + 2718 + tensor-parallel rank.
+        tracker.as_dict().set("model-parallel-rng", file.tensor(philox_seed_state(seed + 2718 + static_cast<std::uint64_t>(tp_rank))));
         r.set("rng_tracker_states", tracker);
     }
     r.set("mds_version", str(mds_version()));
@@ -481,7 +483,7 @@ void write_layer_files(const std::string& dir, const model::GptModel& model) {
     std::size_t i = 0;
     while (i < params.size()) {
         const int layer = params[i].layer;
-        FileBuilder file((fs::path(dir) / ckpt::ds_layer_file(layer, 0)).string());
+        FileBuilder file((fs::path(dir) / ckpt::ds_layer_file(layer, model.tensor_parallel().rank)).string());
         auto od = ordered_dict();
         for (; i < params.size() && params[i].layer == layer; ++i) od_set(od, params[i].name, file.tensor(params[i].tensor));
         file.finish(od);
@@ -566,6 +568,7 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
     const bool leader = !comm || comm->rank() == 0;
     const int dp = comm ? static_cast<int>(comm->members(Group::Data).size()) : 1;
     const int dp_rank = comm ? comm->coordinates().dp : 0;
+    const int tp_rank = model.tensor_parallel().rank;
     std::string error;
     auto attempt = [&](const std::function<void()>& work) {
         if (!error.empty()) return;
@@ -613,14 +616,14 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
             // The save's own error is the one to report.
         }
     };
-    if (leader)
+    if (dp_rank == 0)  // one copy of each tensor-parallel shard
         attempt([&] {
             write_layer_files(tmp.string(), model);
-            write_mp_rank_file((tmp / ckpt::ds_mp_rank_file(0)).string(), args, original_vocab_size, model, progress);
+            write_mp_rank_file((tmp / ckpt::ds_mp_rank_file(tp_rank)).string(), args, original_vocab_size, model, progress);
         });
     if (!args.checkpoint.no_save_optim)
         attempt([&] {
-            write_optimizer_file((tmp / ckpt::ds_optim_file(args.optimizer.bf16, dp_rank, 0)).string(), args, model.parameters(),
+            write_optimizer_file((tmp / ckpt::ds_optim_file(args.optimizer.bf16, dp_rank, tp_rank)).string(), args, model.parameters(),
                                  optimizer, optimizer.state_partition(dp_rank, dp), progress);
         });
     try {
@@ -663,14 +666,15 @@ struct CheckpointLoader::Impl {
     const train::TrainArgs* args = nullptr;
     fs::path dir;
     std::string dir_text;
-    std::unique_ptr<ckpt::TorchFile> mp_rank;
+    std::unique_ptr<ckpt::TorchFile> mp_rank;  // this tensor-parallel rank's
     std::vector<int> layers;  // on-disk layer indices, sorted
+    int tp_rank = 0;
 };
 
 CheckpointLoader::CheckpointLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CheckpointLoader::~CheckpointLoader() = default;
 
-std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const train::TrainArgs& args) {
+std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const train::TrainArgs& args, int tp_rank) {
     const std::string& root = args.checkpoint.load;
     if (!fs::is_directory(root)) throw Error("--load " + root + ": no such folder");
     const auto tag = ckpt::read_latest_tag(root);
@@ -682,24 +686,30 @@ std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const train::TrainArgs&
     const std::string where = impl->dir.string();
     if (tag->empty() || !fs::is_directory(impl->dir))
         throw Error((fs::path(root) / "latest").string() + " names tag '" + *tag + "', but " + where + " is not a folder");
-    int mp_files = 0;
+    int mp_files = 0, ckpt_tp = 0;
     for (const auto& e : fs::directory_iterator(impl->dir)) {
         const auto name = e.path().filename().string();
         if (const auto l = ckpt::parse_ds_layer_file(name)) {
-            if (l->tp_rank != 0)
-                throw Error(where + " holds tensor-parallel shards (" + name + "); make a TP=1, PP=1 copy with "
-                            "mds-ckpt-reshape --target-tp 1 --target-pp 1");
-            impl->layers.push_back(l->layer);
+            ckpt_tp = std::max(ckpt_tp, l->tp_rank + 1);
+            if (l->tp_rank == tp_rank) impl->layers.push_back(l->layer);
         } else if (ckpt::parse_ds_mp_rank_file(name)) {
             ++mp_files;
         }
     }
     std::sort(impl->layers.begin(), impl->layers.end());
+    const std::int64_t flags_tp = args.parallel.tensor_model_parallel_size;
     if (mp_files == 0) throw Error(where + ": no " + ckpt::ds_mp_rank_file(0) + " (not a DeepSpeed checkpoint?)");
-    if (mp_files > 1)
-        throw Error(where + " has " + std::to_string(mp_files) + " mp_rank files (a pipeline- or tensor-parallel checkpoint); "
-                    "make a TP=1, PP=1 copy with mds-ckpt-reshape --target-tp 1 --target-pp 1");
-    impl->mp_rank = std::make_unique<ckpt::TorchFile>((impl->dir / ckpt::ds_mp_rank_file(0)).string());
+    if (ckpt_tp != flags_tp)
+        throw Error(where + " holds " + std::to_string(ckpt_tp) + " tensor-parallel shard" + (ckpt_tp == 1 ? "" : "s") +
+                    ", the flags say --tensor-model-parallel-size " + std::to_string(flags_tp) +
+                    "; make a copy at that size with mds-ckpt-reshape --target-tp " + std::to_string(flags_tp) +
+                    " --target-pp 1 --with-optimizer");
+    if (mp_files != ckpt_tp)
+        throw Error(where + " has " + std::to_string(mp_files) + " mp_rank files for " + std::to_string(ckpt_tp) +
+                    " tensor-parallel shards (a pipeline-parallel checkpoint?); make a PP=1 copy with "
+                    "mds-ckpt-reshape --target-tp " + std::to_string(flags_tp) + " --target-pp 1");
+    impl->tp_rank = tp_rank;
+    impl->mp_rank = std::make_unique<ckpt::TorchFile>((impl->dir / ckpt::ds_mp_rank_file(tp_rank)).string());
     const auto& r = impl->mp_rank->root();
     const std::string file = impl->mp_rank->path();
     if (r.type() != ckpt::PyType::Dict) throw Error(file + ": expected a dict at the top");
@@ -745,7 +755,7 @@ void CheckpointLoader::load_weights(model::GptModel& model) const {
     std::size_t i = 0;
     while (i < params.size()) {
         const int layer = params[i].layer;
-        ckpt::TorchFile file((impl_->dir / ckpt::ds_layer_file(disk_layer(layer), 0)).string());
+        ckpt::TorchFile file((impl_->dir / ckpt::ds_layer_file(disk_layer(layer), impl_->tp_rank)).string());
         const auto& items = file.root().ordered_dict_items();
         std::size_t used = 0;
         for (; i < params.size() && params[i].layer == layer; ++i) {
@@ -774,13 +784,14 @@ void CheckpointLoader::load_weights(model::GptModel& model) const {
 
 void CheckpointLoader::load_optimizer(AdamOptimizer& optimizer, const model::GptModel& model, TrainingProgress& progress) const {
     const bool bf16 = impl_->args->optimizer.bf16;
-    fs::path path = impl_->dir / ckpt::ds_optim_file(bf16, 0, 0);
-    if (!fs::exists(path)) path = impl_->dir / ckpt::ds_optim_file(!bf16, 0, 0);  // DeepSpeed tries both names too
+    const int tp = impl_->tp_rank;
+    fs::path path = impl_->dir / ckpt::ds_optim_file(bf16, 0, tp);
+    if (!fs::exists(path)) path = impl_->dir / ckpt::ds_optim_file(!bf16, 0, tp);  // DeepSpeed tries both names too
     if (!fs::exists(path)) {
         bool other_dp = false;
         for (const auto& e : fs::directory_iterator(impl_->dir))
             if (const auto o = ckpt::parse_ds_optim_file(e.path().filename().string())) other_dp = other_dp || o->dp_rank != 0;
-        throw Error(impl_->dir.string() + " has no optimizer states (" + ckpt::ds_optim_file(bf16, 0, 0) + ")" +
+        throw Error(impl_->dir.string() + " has no optimizer states (" + ckpt::ds_optim_file(bf16, 0, tp) + ")" +
                     (other_dp ? "" : ": a weights-only checkpoint (mds-ckpt-shrink, --no-save-optim)?") +
                     "; resume with --no-load-optim to rebuild the fp32 masters from the weights and restart Adam");
     }
@@ -799,7 +810,7 @@ void CheckpointLoader::load_optimizer(AdamOptimizer& optimizer, const model::Gpt
         count = c.as_int();
     }
     for (std::int64_t k = 1; k < count; ++k) {
-        const fs::path other = impl_->dir / ckpt::ds_optim_file(bf16_name, static_cast<int>(k), 0);
+        const fs::path other = impl_->dir / ckpt::ds_optim_file(bf16_name, static_cast<int>(k), tp);
         if (!fs::exists(other))
             throw Error(files[0]->path() + " says the optimizer states are partitioned over " + std::to_string(count) +
                         " data-parallel ranks, but " + other.string() + " is missing");

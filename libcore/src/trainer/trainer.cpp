@@ -148,9 +148,6 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         throw UsageError("--tensor-model-parallel-size " + std::to_string(tp_size) + " x data-parallel size " +
                          std::to_string(args.parallel.data_parallel_size) + " is not the " + std::to_string(world) +
                          " processes started (" + (launch.source.empty() ? std::string("no launcher") : launch.source) + ")");
-    if (tp_size > 1 && (!args.checkpoint.save.empty() || !args.checkpoint.load.empty()))
-        throw UsageError("checkpoints of tensor-parallel runs are not implemented yet: --save / --load need "
-                         "--tensor-model-parallel-size 1");
     if (args.data.data_path.empty()) throw UsageError("--data-path is required");
     if (!args.data.train_weighted_split_paths_path.empty() || !args.data.valid_weighted_split_paths_path.empty())
         throw UsageError("--train-weighted-split-paths-path / --valid-weighted-split-paths-path are not supported by "
@@ -211,7 +208,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     // Resume: weights first (the optimizer's fp32 masters are built from them), then the rest below.
     std::unique_ptr<CheckpointLoader> loader;
     if (!args.checkpoint.load.empty()) {
-        loader = CheckpointLoader::open(args);
+        loader = CheckpointLoader::open(args, tp.rank);
         if (!loader) {
             info("WARNING: could not find the metadata file " + (std::filesystem::path(args.checkpoint.load) / "latest").string());
             info("    will not load any checkpoints and will start from random");

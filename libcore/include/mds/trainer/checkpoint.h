@@ -62,9 +62,10 @@ struct CheckpointSaveInfo {
 // Saves one checkpoint under `args.checkpoint.save` (optimizer states unless --no-save-optim, RNG
 // states unless --no-save-rng). `original_vocab_size` is the tokenizer's. Throws mds::Error naming
 // the file; on failure the previous checkpoint and `latest` are untouched. With `comm` (several
-// data-parallel processes, TP = PP = 1) every rank calls it: rank 0 writes the weights and the
-// mp_rank file, each data-parallel rank its optimizer partition (DeepSpeed's zero_pp_rank_<dp>
-// files), and rank 0 publishes the folder and `latest` once all succeeded.
+// processes, PP = 1) every rank calls it: data-parallel rank 0 of each tensor-parallel rank t
+// writes the weights of its shard (layer_<l>-model_<t>) and mp_rank_<t>, each rank its optimizer
+// partition (DeepSpeed's zero_pp_rank_<dp>_mp_rank_<t> files), and rank 0 publishes the folder and
+// `latest` once all succeeded.
 CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t original_vocab_size,
                                    const model::GptModel& model, const AdamOptimizer& optimizer,
                                    const TrainingProgress& progress, Communicator* comm = nullptr);
@@ -76,7 +77,9 @@ class CheckpointLoader {
 public:
     // nullptr when the folder has no `latest` (Megatron starts from scratch then). Throws for a
     // checkpoint that does not fit the flags (shape, parallel sizes), naming the file and value.
-    static std::unique_ptr<CheckpointLoader> open(const train::TrainArgs& args);
+    // `tp_rank`: the tensor-parallel shard this process loads (the checkpoint's TP must be the
+    // flags').
+    static std::unique_ptr<CheckpointLoader> open(const train::TrainArgs& args, int tp_rank = 0);
     ~CheckpointLoader();
 
     const std::string& directory() const;

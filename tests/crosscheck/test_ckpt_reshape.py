@@ -742,6 +742,18 @@ def check_train_resume(tmp):
     print("mds-train resumes the reshaped TP1 PP1 DP1 checkpoint: weights and optimizer states as the source's")
 
 
+def universal_agrees(tmp, name, step, states):
+    """DeepSpeed's ds_to_universal on a copy of `step` gives the fp32 masters `states` (this test's reassembly)."""
+    inj = os.path.join(tmp, f"{name}-inj", "global_step10")
+    inject_universal_info(step, inj)
+    uni = os.path.join(tmp, f"{name}-inj-uni", "global_step10_universal")
+    if ds_to_universal(inj, uni):
+        u = read_universal(uni)
+        # The vocabulary parameter comes back cut to the original vocabulary (universal_checkpoint_info).
+        wrong = [n for n in states if not torch.equal(u[(n, "fp32")]["param"], states[n]["fp32"][:len(u[(n, "fp32")]["param"])])]
+        check(not wrong, f"{step}: ds_to_universal's fp32 differs from the partitions reassembled: {wrong[:4]}")
+
+
 def check_train_dp_save(tmp):
     """mds-train on 2 data-parallel processes (bf16, ZeRO-1) saves one optimizer partition per rank: DeepSpeed's
     DeepSpeedCheckpoint sees DP 2; the fp32 masters reassembled from the two files by this test's reader (and by
@@ -808,14 +820,7 @@ def check_train_dp_save(tmp):
     other, _, _, _ = read_optimizer(saved["0"])
     diff = [(n, k) for n in states for k in ("fp32", "exp_avg", "exp_avg_sq") if not torch.equal(states[n][k], other[n][k])]
     check(not diff, f"ZeRO-0 and ZeRO-1 saves hold different optimizer states: {diff[:4]}")
-    inj = os.path.join(tmp, "dp-inj", "global_step10")
-    inject_universal_info(step, inj)
-    uni = os.path.join(tmp, "dp-inj-uni", "global_step10_universal")
-    if ds_to_universal(inj, uni):
-        u = read_universal(uni)
-        # The vocabulary parameter comes back cut to the original vocabulary (universal_checkpoint_info).
-        wrong = [n for n in states if not torch.equal(u[(n, "fp32")]["param"], states[n]["fp32"][:len(u[(n, "fp32")]["param"])])]
-        check(not wrong, f"ds_to_universal's fp32 differs from the partitions reassembled: {wrong[:4]}")
+    universal_agrees(tmp, "dp", step, states)
     resume = ["--train-iters", "12", "--load", os.path.dirname(step), "--use-checkpoint-lr-scheduler"]
     r = subprocess.run([train, *flags, *resume], capture_output=True, text=True)
     check(r.returncode == 0 and re.search(r"^ iteration +12/ +12 \| consumed samples: +144 ", r.stdout, re.M),
@@ -849,14 +854,7 @@ def check_train_dp_save(tmp):
     by_name = {("tied_modules.embed." + k[1] if k[0] == 1 else f"{k[0]}.{k[1]}"): v for k, v in merged.items()}
     bad = [n for n in tp_states if not torch.equal(tp_states[n]["fp32"].to(torch.bfloat16), by_name[n])]
     check(not bad, f"TP=2 x DP=2: merged masters do not round to the merged weights: {bad[:4]}")
-    inj = os.path.join(tmp, "tp-inj", "global_step10")
-    inject_universal_info(tp_step, inj)
-    uni = os.path.join(tmp, "tp-inj-uni", "global_step10_universal")
-    if ds_to_universal(inj, uni):
-        u = read_universal(uni)
-        wrong = [n for n in tp_states
-                 if not torch.equal(u[(n, "fp32")]["param"], tp_states[n]["fp32"][:len(u[(n, "fp32")]["param"])])]
-        check(not wrong, f"TP=2 x DP=2: ds_to_universal merges the shards differently: {wrong[:4]}")
+    universal_agrees(tmp, "tp", tp_step, tp_states)
     print(f"TP=2 x DP=2 save: DeepSpeed reads TP 2 / DP 2, shards merge to one process's model (masters equal, moments "
           f"within {worst:.1e}), ds_to_universal agrees")
 

@@ -156,22 +156,9 @@ StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale
             if (inv_scale != 1.0) master_grad_[i].mul_(inv_scale);
         }
     }
-    // Sum of squares in double over per-tensor fp32 norms: one reduction per tensor.
-    auto norms = at::_foreach_norm(master_grad_, 2);
-    const double total_sq = model_parallel_total(at::stack(norms).to(at::kDouble).pow(2));
-    r.grad_norm = optim::total_norm_from_squared(total_sq);
-    if (count_zeros) {
-        std::int64_t zeros = 0;
-        r.num_zeros = count_zeros_of(master_grad_);
-    }
-    if (check_finite && !std::isfinite(r.grad_norm)) {
-        r.skipped = true;
-        return r;
-    }
-    if (config_.clip_grad > 0) {
-        const double coeff = optim::clip_coefficient(r.grad_norm, config_.clip_grad);
-        if (coeff < 1.0) at::_foreach_mul_(master_grad_, static_cast<double>(static_cast<float>(coeff)));
-    }
+    const auto coeff = measure(master_grad_, master_grad_, check_finite, count_zeros, r);
+    if (!coeff) return r;
+    if (*coeff < 1.0) at::_foreach_mul_(master_grad_, *coeff);
     ++steps_;
     auto run = [&](const std::vector<std::size_t>& idx, std::vector<at::Tensor>& steps, double wd) {
         if (idx.empty()) return;
@@ -185,6 +172,21 @@ StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale
     if (separate_master_)
         for (std::size_t i = 0; i < params_.size(); ++i) params_[i].tensor.detach().copy_(master_[i]);
     return r;
+}
+
+std::optional<double> AdamOptimizer::measure(const std::vector<at::Tensor>& norm_of, const std::vector<at::Tensor>& zeros_of,
+                                             bool check_finite, bool count_zeros, StepResult& r) const {
+    // Sum of squares in double over per-tensor fp32 norms: one reduction per tensor.
+    auto norms = at::_foreach_norm(norm_of, 2);
+    r.grad_norm = optim::total_norm_from_squared(model_parallel_total(at::stack(norms).to(at::kDouble).pow(2)));
+    if (count_zeros) r.num_zeros = count_zeros_of(zeros_of);
+    if (check_finite && !std::isfinite(r.grad_norm)) {
+        r.skipped = true;
+        return std::nullopt;
+    }
+    if (config_.clip_grad <= 0) return 1.0;
+    // The coefficient as the fp32 scalar Megatron multiplies by.
+    return static_cast<double>(static_cast<float>(optim::clip_coefficient(r.grad_norm, config_.clip_grad)));
 }
 
 StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, double loss_scale, bool check_finite,
@@ -216,22 +218,10 @@ StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, doubl
     } else {
         norm_of = grads;
     }
-    auto norms = at::_foreach_norm(norm_of, 2);
-    const double total_sq = model_parallel_total(at::stack(norms).to(at::kDouble).pow(2));
+    const auto coeff = measure(norm_of, grads, check_finite, count_zeros, r);
     norm_of.clear();
-    r.grad_norm = optim::total_norm_from_squared(total_sq);
-    if (count_zeros) {
-        std::int64_t zeros = 0;
-        r.num_zeros = count_zeros_of(grads);
-    }
-    if (check_finite && !std::isfinite(r.grad_norm)) {
-        r.skipped = true;
-        return r;
-    }
-    if (config_.clip_grad > 0) {
-        const double coeff = optim::clip_coefficient(r.grad_norm, config_.clip_grad);
-        if (coeff < 1.0 && !frag_grads.empty()) at::_foreach_mul_(frag_grads, static_cast<double>(static_cast<float>(coeff)));
-    }
+    if (!coeff) return r;
+    if (*coeff < 1.0 && !frag_grads.empty()) at::_foreach_mul_(frag_grads, *coeff);
     ++steps_;
     for (const bool decay : {true, false}) {
         std::vector<at::Tensor> m, g, m1, m2, st;

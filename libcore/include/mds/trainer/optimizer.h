@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "mds/model/gpt_model.h"
@@ -115,6 +116,11 @@ public:
 private:
     struct Zero1;
     StepResult step_partitioned(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros);
+    // The gradient norm and zero count into `r` from the fp32 unscaled main gradients `norm_of`
+    // (and `zeros_of`, the same values in any dtype), in parameter order. Returns the factor the
+    // gradients are clipped by (1: none), or nothing when the step is skipped (non-finite, fp16).
+    std::optional<double> measure(const std::vector<at::Tensor>& norm_of, const std::vector<at::Tensor>& zeros_of,
+                                  bool check_finite, bool count_zeros, StepResult& r) const;
     // Σ of per-parameter values ([n] fp64), split parameters summed over the tensor-parallel group.
     double model_parallel_total(const at::Tensor& per_param) const;
     std::int64_t count_zeros_of(const std::vector<at::Tensor>& grads) const;

@@ -1,7 +1,7 @@
 // Fuzzes the launch parsers of mds::dist (dist/launch.h). The first byte picks the parser: a SLURM
 // host list, a tasks-per-node spec, or an environment of NUL-separated NAME=VALUE pairs for
 // detect_launch. Invariants: only mds::Error escapes; host names are non-empty and bracket-free,
-// at most 1,000,000 of them; tasks-per-node counts are >= 1; a detected launch has
+// at most 100,000 of them (16 MiB); tasks-per-node counts are >= 1; a detected launch has
 // 0 <= rank < world_size, 0 <= local_rank < local_world_size and a port in 1..65535.
 #include <cstdint>
 #include <map>
@@ -19,7 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 0:
             mds::fuzz::only_mds_errors([&] {
                 const auto hosts = expand_hostlist(text);
-                MDS_FUZZ_CHECK(hosts.size() <= 1'000'000);
+                MDS_FUZZ_CHECK(hosts.size() <= 100'000);
+                std::size_t bytes = 0;
+                for (const auto& h : hosts) bytes += h.size();
+                MDS_FUZZ_CHECK(bytes <= (16u << 20));
                 for (const auto& h : hosts) {
                     MDS_FUZZ_CHECK(!h.empty());
                     MDS_FUZZ_CHECK(h.find_first_of("[],") == std::string::npos);
@@ -29,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 1:
             mds::fuzz::only_mds_errors([&] {
                 const auto tasks = expand_tasks_per_node(text);
-                MDS_FUZZ_CHECK(!tasks.empty() && tasks.size() <= 1'000'000);
+                MDS_FUZZ_CHECK(!tasks.empty() && tasks.size() <= 100'000);
                 for (int t : tasks) MDS_FUZZ_CHECK(t >= 1);
             });
             break;

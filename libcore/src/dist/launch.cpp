@@ -11,7 +11,10 @@ namespace mds::dist {
 
 // No allocation will hold more hosts or nodes than this (a typo like n[0-999999][0-999999] is an
 // error, not an exhausted memory).
-constexpr std::size_t kMaxExpanded = 1'000'000;
+// More nodes than any cluster has (the largest have ~10^4); beyond it a host list is a typo, and
+// expanding it would exhaust memory: 10^5 names, 16 MiB of them.
+constexpr std::size_t kMaxExpanded = 100'000;
+constexpr std::size_t kMaxExpandedBytes = 16u << 20;
 namespace {
 
 std::optional<std::string> get(const EnvReader& env, const char* name) {
@@ -138,6 +141,7 @@ LaunchInfo detect_launch(const EnvReader& env) {
 
 std::vector<std::string> expand_hostlist(std::string_view list) {
     std::vector<std::string> out;
+    std::size_t bytes = 0;
     // Split on commas outside brackets.
     std::vector<std::string_view> names;
     int depth = 0;
@@ -162,6 +166,10 @@ std::vector<std::string> expand_hostlist(std::string_view list) {
             if (out.size() >= kMaxExpanded)
                 throw Error("host list \"" + std::string(list).substr(0, 200) + "\" expands to more than " +
                             std::to_string(kMaxExpanded) + " hosts");
+            bytes += name.size();
+            if (bytes > kMaxExpandedBytes)
+                throw Error("host list \"" + std::string(list).substr(0, 200) + "\" expands to more than " +
+                            std::to_string(kMaxExpandedBytes >> 20) + " MiB of host names");
             out.push_back(name);
             return;
         }

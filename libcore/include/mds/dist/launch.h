@@ -41,10 +41,12 @@ LaunchInfo detect_launch(const EnvReader& env = process_env());
 
 // SLURM's host list syntax, as `scontrol show hostnames` expands it: "jz[001-003,007],r2i1n[4-5]"
 // → jz001 jz002 jz003 jz007 r2i1n4 r2i1n5 (zero padding kept; several bracket groups in one name
-// expand left to right). Throws mds::Error on an unbalanced bracket or a bad range.
+// expand left to right). Throws mds::Error on an unbalanced bracket or a bad range, and beyond
+// 100,000 names or 16 MiB of them.
 std::vector<std::string> expand_hostlist(std::string_view list);
 
-// SLURM's tasks-per-node syntax: "4(x2),2" → 4 4 2. Throws mds::Error when malformed.
+// SLURM's tasks-per-node syntax: "4(x2),2" → 4 4 2. Throws mds::Error when malformed or beyond
+// 100,000 nodes.
 std::vector<int> expand_tasks_per_node(std::string_view spec);
 
 }  // namespace mds::dist

@@ -20,7 +20,7 @@
     that shape and on the same curve at TP=2 x DP=1, and at TP=1 the error names mds-ckpt-reshape;
   - tensor parallelism: TP=2, TP=2 x DP=2 and a BLOOM-style model (ALiBi, embedding LayerNorm, recomputation) at
     TP=4 give one process's lm loss, grad norm, params norm and validation losses (relative 2e-6);
-  - usage errors: pipeline parallelism (not implemented yet), heads or a world size TP does not divide, a world size the global batch does not divide, a malformed launcher
+  - usage errors: heads or a world size TP does not divide, a world size the global batch does not divide, a malformed launcher
     variable.
 Exits 77 without LibTorch (no mds-train binary)."""
 import json
@@ -56,8 +56,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def flags(data, iters=ITERS, extra=()):
-    return [*data, "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+def flags(data, iters=ITERS, extra=(), layers=2):
+    return [*data, "--num-layers", str(layers), "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
             "--max-position-embeddings", "32", "--micro-batch-size", "2", "--global-batch-size", "24",
             "--train-iters", str(iters), "--lr", "3e-3", "--min-lr", "3e-4", "--lr-decay-style", "cosine",
             "--lr-warmup-iters", "3", "--weight-decay", "0.1", "--clip-grad", "1.0", "--hidden-dropout", "0",
@@ -136,7 +136,7 @@ def equivalence(tmp, data):
             check(rc == 0, f"DP={world}: rank {r} exited {rc}: {err[-2000:]}")
             if r != world - 1:
                 check(not curve(out)[0], f"DP={world}: rank {r} printed iteration lines (only the last rank should)")
-        check(f"TP 1 x DP {world} over {world} processes" in outs[0][2], f"DP={world}: rank 0 did not report the layout")
+        check(f"TP 1 x PP 1 x DP {world} over {world} processes" in outs[0][2], f"DP={world}: rank 0 did not report the layout")
         check("ZeRO stage 1: each rank holds the optimizer states of about" in outs[0][2],
               f"DP={world}: rank 0 did not report the partitioned optimizer")
         same_curve(f"DP={world}", ref, curve(outs[-1][1]))
@@ -146,7 +146,7 @@ def equivalence(tmp, data):
     for tp, world in ((2, 2), (2, 4)):
         outs = wait_all(start(flags(data, extra=["--tensor-model-parallel-size", str(tp)]), world, free_port()))
         check(all(o[0] == 0 for o in outs), f"TP={tp} on {world}: exits {[o[0] for o in outs]}: {outs[0][2][-800:]}")
-        check(f"TP {tp} x DP {world // tp} over {world} processes" in outs[0][2], f"TP={tp} on {world}: layout not reported")
+        check(f"TP {tp} x PP 1 x DP {world // tp} over {world} processes" in outs[0][2], f"TP={tp} on {world}: layout not reported")
         same_curve(f"TP={tp} x DP={world // tp}", ref, curve(outs[-1][1]), rtol=2e-6)
     bloom = ["--position-embedding-type", "alibi", "--embed-layernorm", "--checkpoint-activations"]
     one_bloom = subprocess.run([TRAIN, *flags(data, extra=bloom)], capture_output=True, text=True, env=rank_env(0, 1, free_port()))
@@ -199,7 +199,7 @@ def mpirun_launch(data, ref):
         return
     # --tag-output prefixes each line with "[job,rank]<stdout>:".
     rank1 = "\n".join(line.split(">:", 1)[1] for line in r.stdout.splitlines() if line.startswith("[1,1]<stdout>:"))
-    check("TP 1 x DP 2 over 2 processes (Open MPI" in r.stderr, "mpirun: rank 0 did not report the Open MPI launch")
+    check("TP 1 x PP 1 x DP 2 over 2 processes (Open MPI" in r.stderr, "mpirun: rank 0 did not report the Open MPI launch")
     same_curve("mpirun -np 2", ref, curve(rank1))
 
 
@@ -227,7 +227,7 @@ def srun_launch(tmp, data, ref):
                     logs[t, kind] = f.read()
         if check(r.returncode == 0, f"srun -n 2 mds-train exited {r.returncode}: {r.stderr[-800:]} "
                                     f"{logs[0, 'err'][-800:]} {logs[1, 'err'][-800:]}"):
-            check("TP 1 x DP 2 over 2 processes (srun" in logs[0, "err"], "srun: rank 0 did not report the srun launch")
+            check("TP 1 x PP 1 x DP 2 over 2 processes (srun" in logs[0, "err"], "srun: rank 0 did not report the srun launch")
             same_curve("srun -n 2", ref, curve(logs[1, "out"]))
 
 
@@ -352,7 +352,6 @@ def usage_errors(tmp, data):
     cases = [
         (["--tensor-model-parallel-size", "3"], 3, "--num-attention-heads 4 is not divisible by --tensor-model-parallel-size 3"),
         (["--tensor-model-parallel-size", "4"], 2, "world size 2 is not divisible by --tensor-model-parallel-size 4"),
-        (["--pipeline-model-parallel-size", "2"], 2, "pipeline parallelism is not implemented yet"),
         (["--global-batch-size", "6"], 4, "not divisible by micro batch size 2 × data parallel size 4"),
     ]
     for extra, world, want in cases:

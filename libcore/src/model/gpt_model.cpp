@@ -32,6 +32,18 @@ std::string Parameter::full_name() const {
 }
 
 at::Tensor GptModel::add(int layer, const std::string& name, at::Tensor value, TpSplit split, bool weight_decay) {
+    // Only this pipeline stage's layers; the last stage also holds the tied word embeddings.
+    bool held = false, tied_copy = false;
+    if (layer == kEmbeddingLayer) {
+        held = stage_.first();
+        if (!held && stage_.last() && name == "word_embeddings.weight") held = tied_copy = true;
+    } else if (layer == final_norm_layer_index(config_.num_layers)) {
+        held = stage_.last();
+    } else {
+        const std::int64_t block = layer - transformer_layer_index(0);
+        held = block >= stage_.first_block && block < stage_.end_block;
+    }
+    if (!held) return {};
     // This rank's shard of the full tensor (initialized whole, as on one process).
     if (tp_.size > 1 && split != TpSplit::Replicated) {
         const int dim = split == TpSplit::Rows ? 0 : 1;
@@ -39,14 +51,20 @@ at::Tensor GptModel::add(int layer, const std::string& name, at::Tensor value, T
         value = value.narrow(dim, tp_.rank * part, part).contiguous();
     }
     at::Tensor t = value.to(device_, scalar_type(config_.precision)).detach().requires_grad_(true);
-    params_.push_back({layer, name, t, split, weight_decay});
+    params_.push_back({layer, name, t, split, weight_decay, tied_copy});
     return t;
 }
 
-GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed, TensorParallel tp)
-    : config_(config), device_(device), tp_(std::move(tp)) {
+GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed, TensorParallel tp, PipelineStage stage)
+    : config_(config), device_(device), tp_(std::move(tp)), stage_(stage) {
     config_.validate();
     const auto h = config_.hidden_size, f = config_.ffn_hidden_size, L = config_.num_layers;
+    if (stage_.end_block < 0) stage_.end_block = L;
+    if (stage_.size < 1 || stage_.rank < 0 || stage_.rank >= stage_.size || stage_.first_block < 0 ||
+        stage_.first_block > stage_.end_block || stage_.end_block > L || (stage_.size == 1 && (stage_.first_block != 0 || stage_.end_block != L)))
+        throw Error("pipeline stage " + std::to_string(stage_.rank) + " of " + std::to_string(stage_.size) + " with blocks [" +
+                    std::to_string(stage_.first_block) + ", " + std::to_string(stage_.end_block) + ") of a " + std::to_string(L) +
+                    "-layer model");
     const std::int64_t t = tp_.size;
     if (t < 1 || tp_.rank < 0 || tp_.rank >= t) throw Error("tensor-parallel rank " + std::to_string(tp_.rank) + " of " + std::to_string(t));
     if (t > 1) {
@@ -179,7 +197,7 @@ at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at
     return y + at::dropout(out, config_.hidden_dropout, training_);
 }
 
-at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
+at::Tensor GptModel::embed(const at::Tensor& tokens) {
     if (tokens.dim() != 2) throw Error("tokens must be [batch, seq]");
     const auto seq = tokens.size(1);
     if (config_.position_embedding == PositionEmbedding::Absolute && seq > config_.max_position_embeddings)
@@ -199,13 +217,16 @@ at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
         auto pos = at::arange(seq, at::TensorOptions().device(device_).dtype(at::kLong));
         x = x + at::embedding(position_embeddings_, pos).unsqueeze(0);
     }
-    x = at::dropout(x, config_.hidden_dropout, training_);
+    return at::dropout(x, config_.hidden_dropout, training_);
+}
 
-    const auto bias = attention_bias(seq, x.scalar_type());
+at::Tensor GptModel::run_blocks(at::Tensor x) {
+    if (x.dim() != 3 || x.size(2) != config_.hidden_size) throw Error("hidden states must be [batch, seq, hidden]");
+    const auto bias = attention_bias(x.size(1), x.scalar_type());
     const bool recompute = config_.checkpoint_activations && c10::GradMode::is_enabled();
-    for (std::int64_t i = 0; i < config_.num_layers;) {
+    for (std::int64_t i = stage_.first_block; i < stage_.end_block;) {
         if (recompute) {
-            const auto count = std::min(config_.checkpoint_num_layers, config_.num_layers - i);
+            const auto count = std::min(config_.checkpoint_num_layers, stage_.end_block - i);
             x = recomputed_blocks(*this, i, count, x, bias);
             i += count;
         } else {
@@ -213,17 +234,35 @@ at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
             ++i;
         }
     }
+    return x;
+}
+
+at::Tensor GptModel::final_norm(const at::Tensor& x) {
     auto out = at::layer_norm(x, {config_.hidden_size}, final_ln_w_, final_ln_b_, config_.layernorm_epsilon);
     sum_grad_over_tp(out);  // the input of the (vocab-parallel) output projection
     return out;
+}
+
+at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
+    if (stage_.size > 1) throw Error("hidden_states() needs the whole model; a pipeline stage runs stage_forward()");
+    return final_norm(run_blocks(embed(tokens)));
+}
+
+at::Tensor GptModel::stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask) {
+    auto x = run_blocks(stage_.first() ? embed(input) : input);
+    return stage_.last() ? loss_from_hidden(final_norm(x), labels, loss_mask) : x;
 }
 
 // With tensor parallelism: this rank's vocabulary shard of the logits.
 at::Tensor GptModel::logits(const at::Tensor& tokens) { return at::linear(hidden_states(tokens), word_embeddings_); }
 
 at::Tensor GptModel::loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask) {
+    return loss_from_hidden(hidden_states(tokens), labels, loss_mask);
+}
+
+at::Tensor GptModel::loss_from_hidden(const at::Tensor& hidden, const at::Tensor& labels, const at::Tensor& loss_mask) {
     // Megatron computes the cross entropy on fp32 logits (fp16_lm_cross_entropy is off by default).
-    auto logit = logits(tokens).to(at::kFloat);
+    auto logit = at::linear(hidden, word_embeddings_).to(at::kFloat);
     const auto vocab = logit.size(-1);
     if (tp_.size > 1) {
         // Megatron's vocab_parallel_cross_entropy: the max, the sum of exponentials and the target's

@@ -289,7 +289,8 @@ void add_train_flags(CLI::App& app, TrainArgs& args) {
     d.integer("--tensor-model-parallel-size", p.tensor_model_parallel_size, "Tensor-parallel degree");
     d.integer("--pipeline-model-parallel-size", p.pipeline_model_parallel_size, "Pipeline stages");
     d.text("--pp-partition-method,--partition-method", p.pp_partition_method,
-           "How layers are split between pipeline stages, e.g. 'type:transformer|embedding'");
+           "How layers are split between pipeline stages, as DeepSpeed's PipelineModule: type:transformer (the default), "
+           "uniform, parameters, or type:<regex> such as 'type:transformer|embedding'");
     d.text("--distributed-backend", p.distributed_backend,
            "Collective backend between GPUs: nccl or gloo (training on CPUs always uses gloo)")
         ->check(CLI::IsMember({"nccl", "gloo"}));

@@ -416,6 +416,11 @@ void write_optimizer_file(const std::string& path, const train::TrainArgs& a, co
     file.finish(root);
 }
 
+// DeepSpeed's model-parallel rank of a TP x PP grid: the mp_rank_MM of the file names.
+int model_parallel_rank(const model::GptModel& model) {
+    return model.pipeline_stage().rank * model.tensor_parallel().size + model.tensor_parallel().rank;
+}
+
 void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std::int64_t original_vocab,
                         const model::GptModel& model, const TrainingProgress& p) {
     const int tp_rank = model.tensor_parallel().rank;
@@ -443,7 +448,7 @@ void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std:
     r.set("global_steps", integer(p.iteration));
     r.set("global_samples", integer(p.consumed_train_samples));
     r.set("dp_world_size", integer(a.parallel.data_parallel_size));
-    r.set("mp_world_size", integer(a.parallel.tensor_model_parallel_size));
+    r.set("mp_world_size", integer(a.parallel.tensor_model_parallel_size * a.parallel.pipeline_model_parallel_size));
     r.set("ds_config", ds_config(a));
     r.set("ds_version", str(kDeepSpeedFormatVersion));
     // Megatron's client state (BMD save_checkpoint).
@@ -483,6 +488,10 @@ void write_layer_files(const std::string& dir, const model::GptModel& model) {
     std::size_t i = 0;
     while (i < params.size()) {
         const int layer = params[i].layer;
+        if (params[i].tied_copy) {  // the first stage saves the tied embeddings (DeepSpeed: layer_01 only)
+            ++i;
+            continue;
+        }
         FileBuilder file((fs::path(dir) / ckpt::ds_layer_file(layer, model.tensor_parallel().rank)).string());
         auto od = ordered_dict();
         for (; i < params.size() && params[i].layer == layer; ++i) od_set(od, params[i].name, file.tensor(params[i].tensor));
@@ -568,7 +577,7 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
     const bool leader = !comm || comm->rank() == 0;
     const int dp = comm ? static_cast<int>(comm->members(Group::Data).size()) : 1;
     const int dp_rank = comm ? comm->coordinates().dp : 0;
-    const int tp_rank = model.tensor_parallel().rank;
+    const int mp_rank = model_parallel_rank(model);
     std::string error;
     auto attempt = [&](const std::function<void()>& work) {
         if (!error.empty()) return;
@@ -616,14 +625,14 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
             // The save's own error is the one to report.
         }
     };
-    if (dp_rank == 0)  // one copy of each tensor-parallel shard
+    if (dp_rank == 0)  // one copy of each model-parallel (TP x PP) shard
         attempt([&] {
             write_layer_files(tmp.string(), model);
-            write_mp_rank_file((tmp / ckpt::ds_mp_rank_file(tp_rank)).string(), args, original_vocab_size, model, progress);
+            write_mp_rank_file((tmp / ckpt::ds_mp_rank_file(mp_rank)).string(), args, original_vocab_size, model, progress);
         });
     if (!args.checkpoint.no_save_optim)
         attempt([&] {
-            write_optimizer_file((tmp / ckpt::ds_optim_file(args.optimizer.bf16, dp_rank, tp_rank)).string(), args, model.parameters(),
+            write_optimizer_file((tmp / ckpt::ds_optim_file(args.optimizer.bf16, dp_rank, mp_rank)).string(), args, model.parameters(),
                                  optimizer, optimizer.state_partition(dp_rank, dp), progress);
         });
     try {
@@ -666,15 +675,15 @@ struct CheckpointLoader::Impl {
     const train::TrainArgs* args = nullptr;
     fs::path dir;
     std::string dir_text;
-    std::unique_ptr<ckpt::TorchFile> mp_rank;  // this tensor-parallel rank's
-    std::vector<int> layers;  // on-disk layer indices, sorted
-    int tp_rank = 0;
+    std::unique_ptr<ckpt::TorchFile> mp_rank;  // this model-parallel rank's
+    std::vector<int> layers;  // on-disk layer indices of every stage, sorted
+    int tp_rank = 0, mp = 0;  // this process's tensor-parallel rank and DeepSpeed model-parallel rank
 };
 
 CheckpointLoader::CheckpointLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CheckpointLoader::~CheckpointLoader() = default;
 
-std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const train::TrainArgs& args, int tp_rank) {
+std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const train::TrainArgs& args, int tp_rank, int pp_rank) {
     const std::string& root = args.checkpoint.load;
     if (!fs::is_directory(root)) throw Error("--load " + root + ": no such folder");
     const auto tag = ckpt::read_latest_tag(root);
@@ -697,19 +706,20 @@ std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const train::TrainArgs&
         }
     }
     std::sort(impl->layers.begin(), impl->layers.end());
-    const std::int64_t flags_tp = args.parallel.tensor_model_parallel_size;
+    const std::int64_t flags_tp = args.parallel.tensor_model_parallel_size, flags_pp = args.parallel.pipeline_model_parallel_size;
+    const std::string reshape = "; make a copy at that shape with mds-ckpt-reshape --target-tp " + std::to_string(flags_tp) +
+                                " --target-pp " + std::to_string(flags_pp) + " --with-optimizer";
     if (mp_files == 0) throw Error(where + ": no " + ckpt::ds_mp_rank_file(0) + " (not a DeepSpeed checkpoint?)");
     if (ckpt_tp != flags_tp)
         throw Error(where + " holds " + std::to_string(ckpt_tp) + " tensor-parallel shard" + (ckpt_tp == 1 ? "" : "s") +
-                    ", the flags say --tensor-model-parallel-size " + std::to_string(flags_tp) +
-                    "; make a copy at that size with mds-ckpt-reshape --target-tp " + std::to_string(flags_tp) +
-                    " --target-pp 1 --with-optimizer");
-    if (mp_files != ckpt_tp)
+                    ", the flags say --tensor-model-parallel-size " + std::to_string(flags_tp) + reshape);
+    if (mp_files != ckpt_tp * flags_pp)
         throw Error(where + " has " + std::to_string(mp_files) + " mp_rank files for " + std::to_string(ckpt_tp) +
-                    " tensor-parallel shards (a pipeline-parallel checkpoint?); make a PP=1 copy with "
-                    "mds-ckpt-reshape --target-tp " + std::to_string(flags_tp) + " --target-pp 1");
+                    " tensor-parallel shards: " + (mp_files % ckpt_tp == 0 ? std::to_string(mp_files / ckpt_tp) : std::string("?")) +
+                    " pipeline stages, the flags say --pipeline-model-parallel-size " + std::to_string(flags_pp) + reshape);
     impl->tp_rank = tp_rank;
-    impl->mp_rank = std::make_unique<ckpt::TorchFile>((impl->dir / ckpt::ds_mp_rank_file(tp_rank)).string());
+    impl->mp = pp_rank * static_cast<int>(flags_tp) + tp_rank;
+    impl->mp_rank = std::make_unique<ckpt::TorchFile>((impl->dir / ckpt::ds_mp_rank_file(impl->mp)).string());
     const auto& r = impl->mp_rank->root();
     const std::string file = impl->mp_rank->path();
     if (r.type() != ckpt::PyType::Dict) throw Error(file + ": expected a dict at the top");
@@ -758,6 +768,7 @@ void CheckpointLoader::load_weights(model::GptModel& model) const {
         ckpt::TorchFile file((impl_->dir / ckpt::ds_layer_file(disk_layer(layer), impl_->tp_rank)).string());
         const auto& items = file.root().ordered_dict_items();
         std::size_t used = 0;
+        bool tied_copy = false;  // the last stage's copy of the embeddings: the file holds more than it
         for (; i < params.size() && params[i].layer == layer; ++i) {
             auto& p = params[i];
             const auto* v = items.find(p.name);
@@ -767,9 +778,10 @@ void CheckpointLoader::load_weights(model::GptModel& model) const {
                 throw Error(file.path() + ": " + p.name + " has shape " + shape_text(t.shape) + ", the model's is " +
                             shape_text(p.tensor.sizes().vec()) + " (check the model flags and --make-vocab-size-divisible-by)");
             p.tensor.detach().copy_(to_tensor(t));
+            tied_copy = tied_copy || p.tied_copy;
             ++used;
         }
-        if (used != items.size()) {
+        if (used != items.size() && !tied_copy) {
             for (const auto& [k, v] : items.items()) {
                 const bool known = std::any_of(params.begin(), params.end(), [&](const model::Parameter& p) {
                     return p.layer == layer && k.type() == ckpt::PyType::Str && p.name == k.as_str();
@@ -784,14 +796,14 @@ void CheckpointLoader::load_weights(model::GptModel& model) const {
 
 void CheckpointLoader::load_optimizer(AdamOptimizer& optimizer, const model::GptModel& model, TrainingProgress& progress) const {
     const bool bf16 = impl_->args->optimizer.bf16;
-    const int tp = impl_->tp_rank;
-    fs::path path = impl_->dir / ckpt::ds_optim_file(bf16, 0, tp);
-    if (!fs::exists(path)) path = impl_->dir / ckpt::ds_optim_file(!bf16, 0, tp);  // DeepSpeed tries both names too
+    const int mp = impl_->mp;
+    fs::path path = impl_->dir / ckpt::ds_optim_file(bf16, 0, mp);
+    if (!fs::exists(path)) path = impl_->dir / ckpt::ds_optim_file(!bf16, 0, mp);  // DeepSpeed tries both names too
     if (!fs::exists(path)) {
         bool other_dp = false;
         for (const auto& e : fs::directory_iterator(impl_->dir))
             if (const auto o = ckpt::parse_ds_optim_file(e.path().filename().string())) other_dp = other_dp || o->dp_rank != 0;
-        throw Error(impl_->dir.string() + " has no optimizer states (" + ckpt::ds_optim_file(bf16, 0, tp) + ")" +
+        throw Error(impl_->dir.string() + " has no optimizer states (" + ckpt::ds_optim_file(bf16, 0, mp) + ")" +
                     (other_dp ? "" : ": a weights-only checkpoint (mds-ckpt-shrink, --no-save-optim)?") +
                     "; resume with --no-load-optim to rebuild the fp32 masters from the weights and restart Adam");
     }
@@ -810,7 +822,7 @@ void CheckpointLoader::load_optimizer(AdamOptimizer& optimizer, const model::Gpt
         count = c.as_int();
     }
     for (std::int64_t k = 1; k < count; ++k) {
-        const fs::path other = impl_->dir / ckpt::ds_optim_file(bf16_name, static_cast<int>(k), tp);
+        const fs::path other = impl_->dir / ckpt::ds_optim_file(bf16_name, static_cast<int>(k), mp);
         if (!fs::exists(other))
             throw Error(files[0]->path() + " says the optimizer states are partitioned over " + std::to_string(count) +
                         " data-parallel ranks, but " + other.string() + " is missing");

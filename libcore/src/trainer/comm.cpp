@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -34,16 +35,22 @@ std::string short_message(const std::exception& e) {
 
 std::string beat_key(int rank) { return "mds/beat/" + std::to_string(rank); }
 
+// Collectives are counted per kind of group: the members of one group run the same collectives on
+// it, but with pipeline stages the ranks of different groups do not run as many.
+constexpr std::size_t kGroups = 5;
+std::size_t group_index(Group g) { return static_cast<std::size_t>(g); }
+
 struct Beat {
     std::int64_t counter = -1;  // -1: never published
-    std::int64_t seq = 0;
+    std::array<std::int64_t, kGroups> seq{};
     std::string phase;
 };
 
 Beat parse_beat(const std::vector<std::uint8_t>& v) {
     Beat b;
     std::istringstream in(std::string(v.begin(), v.end()));
-    in >> b.counter >> b.seq;
+    in >> b.counter;
+    for (auto& s : b.seq) in >> s;
     std::getline(in >> std::ws, b.phase);
     return b;
 }
@@ -74,7 +81,7 @@ struct Communicator::Impl {
     c10::intrusive_ptr<c10d::TCPStore> beat_store;  // the heartbeat thread's own connection
     std::map<Group, ProcessGroup> groups;
 
-    std::atomic<std::int64_t> seq{0};
+    std::array<std::atomic<std::int64_t>, kGroups> seq{};
     std::mutex phase_mutex;
     std::string phase = "joining";
     std::atomic<bool> stop{false};
@@ -116,7 +123,11 @@ struct Communicator::Impl {
             std::string value;
             {
                 std::lock_guard<std::mutex> lock(phase_mutex);
-                value = std::to_string(counter++) + " " + std::to_string(seq.load()) + " " + phase;
+                std::ostringstream out;
+                out << counter++;
+                for (const auto& n : seq) out << ' ' << n.load();
+                out << ' ' << phase;
+                value = out.str();
             }
             try {
                 beat_store->set(beat_key(rank()), std::vector<std::uint8_t>(value.begin(), value.end()));
@@ -147,8 +158,9 @@ struct Communicator::Impl {
         return out;
     }
 
-    // Who is to blame for a failed collective, from the heartbeats of every rank.
-    std::string diagnose(const std::vector<int>& group_ranks, std::int64_t my_seq) {
+    // Who is to blame for a failed collective (the `my_seq`-th on a `group`; 0: a point-to-point
+    // transfer with the ranks `group_ranks`), from the heartbeats of every rank.
+    std::string diagnose(const std::vector<int>& group_ranks, Group group, std::int64_t my_seq) {
         try {
             const auto before = read_beats();
             std::this_thread::sleep_for(options.heartbeat * 3 + std::chrono::milliseconds(200));
@@ -160,17 +172,20 @@ struct Communicator::Impl {
                     dead.push_back("rank " + std::to_string(r) + " never joined");
                 } else if (b.counter == a.counter) {
                     dead.push_back("rank " + std::to_string(r) + " stopped answering: it died, was killed or is stopped (its last "
-                                   "heartbeat: " + (b.phase.empty() ? std::string() : b.phase + ", ") + "collective #" +
-                                   std::to_string(b.seq) + ")");
+                                   "heartbeat: " + (b.phase.empty() ? std::string("?") : b.phase) + ")");
                 }
             }
             if (dead.empty())
                 for (int r : group_ranks) {
                     if (r == rank()) continue;
                     const auto& b = after.at(r);
-                    if (b.seq < my_seq)
+                    const auto theirs = b.seq[group_index(group)];
+                    if (my_seq == 0)
+                        behind.push_back("rank " + std::to_string(r) + " is alive but does not answer (it is " + b.phase +
+                                         "): it hangs or is much slower");
+                    else if (theirs < my_seq)
                         behind.push_back("rank " + std::to_string(r) + " is alive but has not reached collective #" +
-                                         std::to_string(my_seq) + " (it is at #" + std::to_string(b.seq) + ", " + b.phase +
+                                         std::to_string(my_seq) + " (it is at #" + std::to_string(theirs) + ", " + b.phase +
                                          "): it hangs or is much slower");
                 }
             std::string out;
@@ -185,15 +200,30 @@ struct Communicator::Impl {
 
     // Runs one collective, turning a failure or a timeout into an error that names the rank.
     void run(const std::string& what, Group group, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
-        const std::int64_t my_seq = ++seq;
-        set_phase(what + " over the " + group_name(group) + " group");
+        const std::int64_t my_seq = ++seq[group_index(group)];
+        const std::string where = what + " over the " + group_name(group) + " group (collective #" + std::to_string(my_seq) + ")";
+        set_phase("in " + where);
         try {
             start()->wait();
         } catch (const std::exception& e) {
-            const auto& ranks = groups.at(group).ranks;
-            const std::string cause = diagnose(ranks, my_seq);
-            throw Error("rank " + std::to_string(rank()) + ": " + what + " over the " + group_name(group) + " group (collective #" +
-                        std::to_string(my_seq) + ") failed: " + cause + " [" + short_message(e) + "]");
+            const std::string cause = diagnose(groups.at(group).ranks, group, my_seq);
+            throw Error("rank " + std::to_string(rank()) + ": " + where + " failed: " + cause + " [" + short_message(e) + "]");
+        }
+        set_phase("computing");
+    }
+
+    // Point-to-point transfers with `peers`, started together and waited for together, so that two
+    // ranks that send to each other do not wait on each other.
+    void run_p2p(const std::string& what, const std::vector<int>& peers,
+                 const std::vector<std::function<c10::intrusive_ptr<c10d::Work>()>>& starts) {
+        set_phase("in " + what);
+        try {
+            std::vector<c10::intrusive_ptr<c10d::Work>> works;
+            for (const auto& start : starts) works.push_back(start());
+            for (auto& w : works) w->wait();
+        } catch (const std::exception& e) {
+            const std::string cause = diagnose(peers, Group::World, 0);
+            throw Error("rank " + std::to_string(rank()) + ": " + what + " failed: " + cause + " [" + short_message(e) + "]");
         }
         set_phase("computing");
     }
@@ -240,7 +270,7 @@ Communicator::Communicator(const dist::LaunchInfo& launch, const dist::ParallelL
                 } catch (const std::exception& e) {
                     m.groups[g] = pg;
                     throw Error("rank " + std::to_string(r) + ": joining the " + group_name(g) + " group failed: " +
-                                m.diagnose(ranks, 0) + " [" + short_message(e) + "]");
+                                m.diagnose(ranks, g, 1) + " [" + short_message(e) + "]");
                 }
             }
             m.groups[g] = std::move(pg);
@@ -339,17 +369,39 @@ std::vector<at::Tensor> Communicator::all_gather(const at::Tensor& input, Group 
     return out[0];
 }
 
-void Communicator::send(const at::Tensor& tensor, int dst) {
-    std::vector<at::Tensor> buf{tensor.contiguous()};
+void Communicator::exchange(const std::vector<Transfer>& transfers) {
+    if (transfers.empty()) return;
     auto& g = impl_->group(Group::World);
-    impl_->run("send to rank " + std::to_string(dst), Group::World, [&] { return g.pg->send(buf, dst, 0); });
+    if (!g.pg) throw Error("point-to-point transfers need more than one process");
+    std::vector<std::vector<at::Tensor>> bufs;
+    std::vector<std::function<c10::intrusive_ptr<c10d::Work>()>> starts;
+    std::vector<int> peers;
+    std::string what;
+    bufs.reserve(transfers.size());
+    for (const auto& t : transfers) {
+        if (t.send) {
+            bufs.push_back({t.tensor.contiguous()});
+        } else {
+            if (!t.tensor.is_contiguous()) throw Error("a receive needs a contiguous tensor");
+            bufs.push_back({t.tensor});
+        }
+        auto* buf = &bufs.back();
+        const int peer = t.peer, tag = t.tag;
+        if (t.send) starts.push_back([&g, buf, peer, tag] { return g.pg->send(*buf, peer, tag); });
+        else starts.push_back([&g, buf, peer, tag] { return g.pg->recv(*buf, peer, tag); });
+        peers.push_back(peer);
+        what += std::string(what.empty() ? "" : " and ") + (t.send ? "sending to rank " : "receiving from rank ") + std::to_string(peer);
+    }
+    impl_->run_p2p(what, peers, starts);
 }
 
+void Communicator::send(const at::Tensor& tensor, int dst) { exchange({{tensor, dst, true, 0}}); }
+
 void Communicator::recv(at::Tensor& tensor, int src) {
-    std::vector<at::Tensor> buf{tensor.is_contiguous() ? tensor : tensor.contiguous()};
-    auto& g = impl_->group(Group::World);
-    impl_->run("receive from rank " + std::to_string(src), Group::World, [&] { return g.pg->recv(buf, src, 0); });
-    if (!buf[0].is_same(tensor)) tensor.copy_(buf[0]);
+    if (tensor.is_contiguous()) return exchange({{tensor, src, false, 0}});
+    auto buf = tensor.contiguous();
+    exchange({{buf, src, false, 0}});
+    tensor.copy_(buf);
 }
 
 void Communicator::barrier() {

@@ -290,18 +290,29 @@ StatePartition AdamOptimizer::state_partition(int rank, int count) const {
     return out;
 }
 
-void AdamOptimizer::set_tensor_parallel_sum(std::function<double(double)> sum) {
-    tp_sum_ = std::move(sum);
-    std::vector<double> mask;
-    for (const auto& p : params_) mask.push_back(p.split != model::TpSplit::Replicated ? 1.0 : 0.0);
-    sharded_mask_ = at::tensor(mask, at::TensorOptions().dtype(at::kDouble))
-                        .to(params_.empty() ? c10::Device(at::kCPU) : params_[0].tensor.device());
+void AdamOptimizer::set_model_parallel_sums(std::function<double(double)> tp_sum, std::function<double(double)> pp_sum) {
+    tp_sum_ = std::move(tp_sum);
+    pp_sum_ = std::move(pp_sum);
+    std::vector<double> sharded, counted;
+    for (const auto& p : params_) {
+        sharded.push_back(p.split != model::TpSplit::Replicated ? 1.0 : 0.0);
+        counted.push_back(p.tied_copy ? 0.0 : 1.0);
+    }
+    const auto opts = at::TensorOptions().dtype(at::kDouble);
+    const c10::Device device = params_.empty() ? c10::Device(at::kCPU) : params_[0].tensor.device();
+    sharded_mask_ = at::tensor(sharded, opts).to(device);
+    counted_mask_ = at::tensor(counted, opts).to(device);
+}
+
+double AdamOptimizer::model_parallel_total(double sharded, double replicated) const {
+    const double stage = (tp_sum_ ? tp_sum_(sharded) : sharded) + replicated;
+    return pp_sum_ ? pp_sum_(stage) : stage;
 }
 
 double AdamOptimizer::model_parallel_total(const at::Tensor& per_param) const {
-    if (!tp_sum_) return per_param.sum().item<double>();
-    const double sharded = (per_param * sharded_mask_).sum().item<double>();
-    return tp_sum_(sharded) + (per_param * (1.0 - sharded_mask_)).sum().item<double>();
+    if (!sharded_mask_.defined()) return per_param.sum().item<double>();
+    const auto counted = per_param * counted_mask_;
+    return model_parallel_total((counted * sharded_mask_).sum().item<double>(), (counted * (1.0 - sharded_mask_)).sum().item<double>());
 }
 
 std::int64_t AdamOptimizer::count_zeros_of(const std::vector<at::Tensor>& grads) const {
@@ -376,12 +387,14 @@ double AdamOptimizer::params_norm() const {
         // Over the data-parallel group, then sharded parameters over the tensor-parallel group.
         double sharded = 0, replicated = 0;
         for (std::size_t k = 0; k < zero_->own.size(); ++k) {
+            const auto& p = params_[zero_->own[k].param];
+            if (p.tied_copy) continue;
             const double sq = zero_->master[k].to(at::kDouble).pow(2).sum().item<double>();
-            (params_[zero_->own[k].param].split != model::TpSplit::Replicated && tp_sum_ ? sharded : replicated) += sq;
+            (p.split != model::TpSplit::Replicated && tp_sum_ ? sharded : replicated) += sq;
         }
         sharded = zero_->comm->sum(sharded, Group::Data);
         replicated = zero_->comm->sum(replicated, Group::Data);
-        return std::sqrt((tp_sum_ ? tp_sum_(sharded) : sharded) + replicated);
+        return std::sqrt(model_parallel_total(sharded, replicated));
     }
     auto norms = at::_foreach_norm(master_, 2);
     return std::sqrt(model_parallel_total(at::stack(norms).to(at::kDouble).pow(2)));

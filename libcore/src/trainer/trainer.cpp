@@ -27,6 +27,7 @@
 #include "mds/trainer/checkpoint.h"
 #include "mds/trainer/comm.h"
 #include "mds/trainer/optimizer.h"
+#include "mds/trainer/pipeline.h"
 #include "mds/util/cli.h"  // mds_version
 #include "mds/util/error.h"
 #include "mds/util/tool.h"
@@ -141,13 +142,12 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     const auto& launch = options.launch;
     const int world = launch.world_size;
     const std::int64_t tp_size = args.parallel.tensor_model_parallel_size;
-    if (args.parallel.pipeline_model_parallel_size != 1)
-        throw UsageError("pipeline parallelism is not implemented yet: --pipeline-model-parallel-size must be 1 "
-                         "(tensor and data parallelism work)");
-    if (tp_size * args.parallel.data_parallel_size != world)
-        throw UsageError("--tensor-model-parallel-size " + std::to_string(tp_size) + " x data-parallel size " +
-                         std::to_string(args.parallel.data_parallel_size) + " is not the " + std::to_string(world) +
-                         " processes started (" + (launch.source.empty() ? std::string("no launcher") : launch.source) + ")");
+    const std::int64_t pp_size = args.parallel.pipeline_model_parallel_size;
+    if (tp_size * pp_size * args.parallel.data_parallel_size != world)
+        throw UsageError("--tensor-model-parallel-size " + std::to_string(tp_size) + " x --pipeline-model-parallel-size " +
+                         std::to_string(pp_size) + " x data-parallel size " + std::to_string(args.parallel.data_parallel_size) +
+                         " is not the " + std::to_string(world) + " processes started (" +
+                         (launch.source.empty() ? std::string("no launcher") : launch.source) + ")");
     if (args.data.data_path.empty()) throw UsageError("--data-path is required");
     if (!args.data.train_weighted_split_paths_path.empty() || !args.data.valid_weighted_split_paths_path.empty())
         throw UsageError("--train-weighted-split-paths-path / --valid-weighted-split-paths-path are not supported by "
@@ -169,18 +169,19 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         co.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.parallel.distributed_timeout_minutes * 60000.0));
         comm = std::make_unique<Communicator>(
             launch,
-            dist::ParallelLayout(world, static_cast<int>(args.parallel.tensor_model_parallel_size),
-                                 static_cast<int>(args.parallel.pipeline_model_parallel_size)),
+            dist::ParallelLayout(world, static_cast<int>(tp_size), static_cast<int>(pp_size)),
             co);
     }
     const std::int64_t dp_rank = comm ? comm->coordinates().dp : 0;
+    const int pp_rank = comm ? comm->coordinates().pp : 0;
     const bool info_rank = launch.rank == 0, log_rank = launch.rank == world - 1;
     auto info = [info_rank](const std::string& m) {
         if (info_rank) print_info(m);
     };
     if (comm)
-        info("TP " + std::to_string(tp_size) + " x DP " + std::to_string(dp) + " over " + std::to_string(world) + " processes (" +
-             launch.launcher + ", rendezvous at " + launch.master_addr + ":" + std::to_string(launch.master_port) + ")");
+        info("TP " + std::to_string(tp_size) + " x PP " + std::to_string(pp_size) + " x DP " + std::to_string(dp) + " over " +
+             std::to_string(world) + " processes (" + launch.launcher + ", rendezvous at " + launch.master_addr + ":" +
+             std::to_string(launch.master_port) + ")");
 
     // Tokenizer → padded vocabulary, as Megatron's build_tokenizer.
     const auto tok = train::load_tokenizer(args.data);
@@ -199,7 +200,21 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         tp.all_reduce_sum = [c](at::Tensor& t) { c->all_reduce_sum({t}, Group::Tensor); };
         tp.all_reduce_max = [c](at::Tensor& t) { c->all_reduce_max(t, Group::Tensor); };
     }
-    model::GptModel model(cfg, device, static_cast<std::uint64_t>(args.seed), tp);
+    // This rank's pipeline stage, cut as DeepSpeed cuts GPTModelPipe; its neighbours in the pipeline.
+    const auto stage = pipeline_stage(cfg, static_cast<int>(tp_size), pp_rank, static_cast<int>(pp_size),
+                                      args.parallel.pp_partition_method.value_or("type:transformer"));
+    int prev_stage = -1, next_stage = -1;
+    if (comm && pp_size > 1) {
+        const auto pipe = comm->members(Group::Pipeline);
+        if (!stage.first()) prev_stage = pipe[static_cast<std::size_t>(pp_rank) - 1];
+        if (!stage.last()) next_stage = pipe[static_cast<std::size_t>(pp_rank) + 1];
+    }
+    model::GptModel model(cfg, device, static_cast<std::uint64_t>(args.seed), tp, stage);
+    if (pp_size > 1 && comm->coordinates().dp == 0 && comm->coordinates().tp == 0)
+        print_info("pipeline stage " + std::to_string(pp_rank) + ": transformer blocks [" + std::to_string(stage.first_block) + ", " +
+                   std::to_string(stage.end_block) + ")" + (stage.first() ? ", embedding" : "") +
+                   (stage.last() ? ", final LayerNorm and output layer" : "") + ", " + std::to_string(model.parameter_count()) +
+                   " parameters on TP rank 0");
     info(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " +
                std::to_string(model.parameter_count()));
     info("device " + device.str() + ", " + model::precision_name(cfg.precision) + ", " +
@@ -208,7 +223,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     // Resume: weights first (the optimizer's fp32 masters are built from them), then the rest below.
     std::unique_ptr<CheckpointLoader> loader;
     if (!args.checkpoint.load.empty()) {
-        loader = CheckpointLoader::open(args, tp.rank);
+        loader = CheckpointLoader::open(args, tp.rank, pp_rank);
         if (!loader) {
             info("WARNING: could not find the metadata file " + (std::filesystem::path(args.checkpoint.load) / "latest").string());
             info("    will not load any checkpoints and will start from random");
@@ -244,9 +259,12 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     optim::LrSchedule schedule(optim::lr_schedule_params_from_config(args.optimizer, args.length.train_iters,
                                                                      args.length.train_samples, gbs));
     AdamOptimizer optimizer(model.parameters(), args.optimizer, comm && args.parallel.zero_stage == 1 ? comm.get() : nullptr);
-    if (tp.size > 1) {
+    if (tp_size > 1 || pp_size > 1) {
         Communicator* c = comm.get();
-        optimizer.set_tensor_parallel_sum([c](double v) { return c->sum(v, Group::Tensor); });
+        std::function<double(double)> tp_sum, pp_sum;
+        if (tp_size > 1) tp_sum = [c](double v) { return c->sum(v, Group::Tensor); };
+        if (pp_size > 1) pp_sum = [c](double v) { return c->sum(v, Group::Pipeline); };
+        optimizer.set_model_parallel_sums(tp_sum, pp_sum);
     }
     if (optimizer.partitioned())
         info("ZeRO stage 1: each rank holds the optimizer states of about " + std::to_string(optimizer.state_elements()) +
@@ -347,16 +365,31 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         }
     };
 
+    // The micro batches of one step: Megatron's pretraining sampler gives micro batch j of the step
+    // the samples [j·mbs·DP, (j+1)·mbs·DP) of the global batch, of which this rank takes its mbs.
+    auto pipeline_step = [&](int split, std::int64_t first_sample, std::int64_t nmb, std::int64_t seqlen) {
+        PipelineStep ps;
+        ps.model = &model;
+        ps.comm = comm.get();
+        ps.prev = prev_stage;
+        ps.next = next_stage;
+        ps.micro_batches = nmb;
+        ps.micro_batch_size = mbs;
+        ps.seq_length = seqlen;
+        ps.batch = [&datasets, split, first_sample, seqlen, mbs, dp, dp_rank, device, seq = cfg.seq_length](std::int64_t j) {
+            auto b = micro_batch(datasets, split, first_sample + j * mbs * dp + dp_rank * mbs, mbs, seq, device);
+            return std::make_pair(b.narrow(1, 0, seqlen), b.narrow(1, 1, seqlen));
+        };
+        return ps;
+    };
+
     auto evaluate = [&](const std::string& prefix, int split, std::int64_t& consumed_split) {
         c10::NoGradGuard no_grad;
         model.set_training(false);
         const std::int64_t nmb = calculator.num_micro_batches();
         double total = 0;
         for (std::int64_t it = 0; it < args.logging.eval_iters; ++it) {
-            for (std::int64_t j = 0; j < nmb; ++j) {
-                auto batch = micro_batch(datasets, split, consumed_split + j * mbs * dp + dp_rank * mbs, mbs, cfg.seq_length, device);
-                total += model.loss(batch.narrow(1, 0, cfg.seq_length), batch.narrow(1, 1, cfg.seq_length)).item<double>();
-            }
+            total += pipeline_evaluate(pipeline_step(split, consumed_split, nmb, cfg.seq_length));
             consumed_split += nmb * mbs * dp;
         }
         model.set_training(true);
@@ -402,17 +435,17 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         const std::int64_t tokens_per_sample = curriculum ? curriculum_seqlen : cfg.seq_length;
 
         optimizer.zero_grad();
-        double loss_sum = 0;
-        for (std::int64_t j = 0; j < nmb; ++j) {
-            // Megatron's pretraining sampler: micro batch j of the step is samples
-            // [j·mbs·DP, (j+1)·mbs·DP) of the global batch, of which this rank takes its mbs.
-            auto batch = micro_batch(datasets, 0, consumed + j * mbs * dp + dp_rank * mbs, mbs, cfg.seq_length, device);
-            auto loss = model.loss(batch.narrow(1, 0, seqlen), batch.narrow(1, 1, seqlen));
-            loss_sum += loss.item<double>();
-            // Megatron divides each micro batch's loss by the number of micro batches.
-            (loss * (scale / static_cast<double>(nmb))).backward();
+        // Megatron divides each micro batch's loss by the number of micro batches.
+        const double loss_sum = pipeline_train(pipeline_step(0, consumed, nmb, seqlen), scale / static_cast<double>(nmb));
+        double lm_loss = loss_sum / static_cast<double>(nmb);  // the last stage's; 0 on the others
+        if (pp_size > 1 && (stage.first() || stage.last())) {
+            // The tied word embeddings: the first stage's input and the last stage's output layer
+            // get the sum of both gradients (DeepSpeed's allreduce_tied_weight_gradients).
+            c10::NoGradGuard no_grad;
+            auto& w = model.parameter(model::kEmbeddingLayer, "word_embeddings.weight").tensor;
+            if (!w.grad().defined()) w.mutable_grad() = at::zeros_like(w);
+            comm->all_reduce_sum({w.grad()}, Group::Embedding);
         }
-        double lm_loss = loss_sum / static_cast<double>(nmb);
         if (comm) {
             // Gradients averaged over the data-parallel group before clipping (Megatron's
             // allreduce_gradients); a parameter without a gradient contributes zeros.

@@ -21,6 +21,13 @@
 // the group, and the cross entropy is computed over the vocabulary shards (max, sum of
 // exponentials and target logit summed across the group). LayerNorms and row-parallel biases are
 // replicated; their gradients are equal on every rank.
+//
+// Pipeline parallelism (DeepSpeed's PipelineModule as Megatron-DeepSpeed's GPTModelPipe builds it):
+// with a PipelineStage the model holds one stage's layers — the embedding (and its LayerNorm) on the
+// first stage, transformer blocks [first_block, end_block), the final LayerNorm on the last stage —
+// initialized from the same random stream as the whole model. The last stage also holds a copy of
+// the word embeddings for the tied output projection (tied_copy: not saved in layer files, not
+// counted twice in norms); the trainer keeps the two in step by summing their gradients.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -44,6 +51,7 @@ struct Parameter {
     at::Tensor tensor;      // leaf tensor, requires_grad, in the model's dtype
     TpSplit split = TpSplit::Replicated;
     bool weight_decay = true;  // Megatron: no weight decay for biases and LayerNorm parameters
+    bool tied_copy = false;    // the last pipeline stage's copy of the word embeddings (first stage owns them)
     std::string full_name() const;  // "03.self_attention.query_key_value.weight"
 };
 
@@ -61,6 +69,17 @@ struct TensorParallel {
     std::function<void(at::Tensor&)> all_reduce_max;
 };
 
+// The pipeline stage a model holds: stage `rank` of `size`, transformer blocks
+// [first_block, end_block) (end_block -1: through the last block).
+struct PipelineStage {
+    int rank = 0;
+    int size = 1;
+    std::int64_t first_block = 0;
+    std::int64_t end_block = -1;
+    bool first() const { return rank == 0; }
+    bool last() const { return rank == size - 1; }
+};
+
 class GptModel {
 public:
     // Builds and initializes the model as Megatron does: normal(0, init_method_std) for embeddings
@@ -69,8 +88,10 @@ public:
     // fp32 from `seed`, so a model is the same on every device and precision.
     // `tp`: this model's shard of a tensor-parallel group (throws mds::Error when heads, FFN or the
     // padded vocabulary do not divide by its size).
-    GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed, TensorParallel tp = {});
+    // `stage`: the pipeline stage to hold (throws mds::Error on blocks outside the model).
+    GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed, TensorParallel tp = {}, PipelineStage stage = {});
     const TensorParallel& tensor_parallel() const { return tp_; }
+    const PipelineStage& pipeline_stage() const { return stage_; }
 
     const GptConfig& config() const { return config_; }
     c10::Device device() const { return device_; }
@@ -90,6 +111,11 @@ public:
     // labels [b, s] int64; loss_mask [b, s] float (an undefined tensor means all ones).
     at::Tensor loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask = {});
 
+    // One pipeline stage's forward: `input` is the tokens [b, s] on the first stage, else the
+    // previous stage's output [b, s, h]. Returns this stage's output [b, s, h], or on the last stage
+    // the lm loss over `labels` (as loss()).
+    at::Tensor stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask = {});
+
     // One transformer block and the final hidden states; public for activation recomputation.
     at::Tensor block_forward(std::int64_t block, const at::Tensor& x, const at::Tensor& attn_bias);
     at::Tensor hidden_states(const at::Tensor& tokens);
@@ -99,6 +125,10 @@ private:
         at::Tensor ln1_w, ln1_b, qkv_w, qkv_b, dense_w, dense_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
     };
     at::Tensor add(int layer, const std::string& name, at::Tensor value, TpSplit split, bool weight_decay);
+    at::Tensor embed(const at::Tensor& tokens);
+    at::Tensor run_blocks(at::Tensor x);  // this stage's blocks
+    at::Tensor final_norm(const at::Tensor& x);
+    at::Tensor loss_from_hidden(const at::Tensor& hidden, const at::Tensor& labels, const at::Tensor& loss_mask);
     at::Tensor attention_bias(std::int64_t seq, c10::ScalarType dtype);
     // Megatron's mappings (mpu/mappings.py): the forward sum over the group with the gradient passed
     // through, and the input of a column-parallel layer whose gradient is summed over the group.
@@ -108,6 +138,7 @@ private:
     GptConfig config_;
     c10::Device device_;
     TensorParallel tp_;
+    PipelineStage stage_;
     std::int64_t local_heads_ = 0, vocab_start_ = 0, local_vocab_ = 0;
     bool training_ = true;
     std::vector<Parameter> params_;

@@ -6,6 +6,7 @@
 //   <save>/global_step<N>/layer_03 .. layer_{L+2}-model_00-...     transformer blocks
 //   <save>/global_step<N>/layer_{L+4}-model_00-model_states.pt     final LayerNorm
 //   <save>/global_step<N>/mp_rank_00_model_states.pt               iteration, args (a Namespace),
+//                                                                   (mp_rank_MM: MM = pp · TP + tp)
 //                                                                   LR schedule, RNG states, DeepSpeed keys
 //   <save>/global_step<N>/[bf16_]zero_pp_rank_0_mp_rank_00_optim_states.pt   fp32 masters + Adam moments
 //   <save>/latest                                                  "global_step<N>", written last
@@ -62,10 +63,11 @@ struct CheckpointSaveInfo {
 // Saves one checkpoint under `args.checkpoint.save` (optimizer states unless --no-save-optim, RNG
 // states unless --no-save-rng). `original_vocab_size` is the tokenizer's. Throws mds::Error naming
 // the file; on failure the previous checkpoint and `latest` are untouched. With `comm` (several
-// processes, PP = 1) every rank calls it: data-parallel rank 0 of each tensor-parallel rank t
-// writes the weights of its shard (layer_<l>-model_<t>) and mp_rank_<t>, each rank its optimizer
-// partition (DeepSpeed's zero_pp_rank_<dp>_mp_rank_<t> files), and rank 0 publishes the folder and
-// `latest` once all succeeded.
+// processes) every rank calls it: data-parallel rank 0 of each tensor-parallel rank t of each
+// pipeline stage p writes the layers of its stage and shard (layer_<l>-model_<t>; the tied
+// embeddings only from the first stage, as DeepSpeed) and mp_rank_<m> with m = p · TP + t, each rank
+// its optimizer partition (DeepSpeed's zero_pp_rank_<dp>_mp_rank_<m> files), and rank 0 publishes
+// the folder and `latest` once all succeeded.
 CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t original_vocab_size,
                                    const model::GptModel& model, const AdamOptimizer& optimizer,
                                    const TrainingProgress& progress, Communicator* comm = nullptr);
@@ -77,9 +79,9 @@ class CheckpointLoader {
 public:
     // nullptr when the folder has no `latest` (Megatron starts from scratch then). Throws for a
     // checkpoint that does not fit the flags (shape, parallel sizes), naming the file and value.
-    // `tp_rank`: the tensor-parallel shard this process loads (the checkpoint's TP must be the
-    // flags').
-    static std::unique_ptr<CheckpointLoader> open(const train::TrainArgs& args, int tp_rank = 0);
+    // `tp_rank`, `pp_rank`: the tensor-parallel shard and pipeline stage this process loads (the
+    // checkpoint's TP and PP must be the flags'; an error names the mds-ckpt-reshape command).
+    static std::unique_ptr<CheckpointLoader> open(const train::TrainArgs& args, int tp_rank = 0, int pp_rank = 0);
     ~CheckpointLoader();
 
     const std::string& directory() const;

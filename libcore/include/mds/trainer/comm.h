@@ -61,7 +61,17 @@ public:
     // Every member's `input` (same shape and dtype everywhere), in group order.
     std::vector<at::Tensor> all_gather(const at::Tensor& input, Group group);
 
-    // Point to point, between global ranks (pipeline activations and their gradients).
+    // Point to point, between global ranks (pipeline activations and their gradients). `exchange`
+    // starts all its transfers before waiting for any (Megatron's batched isend/irecv), so that a
+    // stage sending forward while its neighbour sends back does not deadlock; messages between two
+    // ranks with one tag arrive in order. A received tensor must be contiguous.
+    struct Transfer {
+        at::Tensor tensor;
+        int peer = 0;
+        bool send = true;
+        int tag = 0;
+    };
+    void exchange(const std::vector<Transfer>& transfers);
     void send(const at::Tensor& tensor, int dst);
     void recv(at::Tensor& tensor, int src);
 

@@ -90,10 +90,12 @@ public:
     // Partitioned: a collective over the data-parallel group.
     double params_norm() const;
     bool partitioned() const { return zero_ != nullptr; }
-    // Tensor parallelism: `sum` adds a number over the tensor-parallel group. The gradient norm, the
-    // zero count and the parameter norm then count the shards of split parameters on every rank and
-    // replicated ones once (Megatron's clip_grad_norm_fp32 over non-duplicate parameters).
-    void set_tensor_parallel_sum(std::function<double(double)> sum);
+    // Model parallelism: `tp_sum` adds a number over the tensor-parallel group, `pp_sum` over the
+    // pipeline (either may be empty). The gradient norm, the zero count and the parameter norm then
+    // count the shards of split parameters on every rank, replicated ones once and the last stage's
+    // copy of the tied embeddings not at all (Megatron's clip_grad_norm_fp32 over parameters that are
+    // neither tensor-parallel duplicates nor shared), summed over the model-parallel ranks.
+    void set_model_parallel_sums(std::function<double(double)> tp_sum, std::function<double(double)> pp_sum);
     // Rank `rank` of `count`'s partition of the state. Partitioned (ZeRO-1): this rank's own, and the
     // arguments must name it; else cut from the full state.
     StatePartition state_partition(int rank, int count) const;
@@ -121,14 +123,17 @@ private:
     // gradients are clipped by (1: none), or nothing when the step is skipped (non-finite, fp16).
     std::optional<double> measure(const std::vector<at::Tensor>& norm_of, const std::vector<at::Tensor>& zeros_of,
                                   bool check_finite, bool count_zeros, StepResult& r) const;
-    // Σ of per-parameter values ([n] fp64), split parameters summed over the tensor-parallel group.
+    // Σ of per-parameter values ([n] fp64) over the model-parallel ranks (set_model_parallel_sums).
     double model_parallel_total(const at::Tensor& per_param) const;
+    // The same from this rank's sums over split and over replicated parameters.
+    double model_parallel_total(double sharded, double replicated) const;
     std::int64_t count_zeros_of(const std::vector<at::Tensor>& grads) const;
 
     std::vector<model::Parameter>& params_;
     std::unique_ptr<Zero1> zero_;
-    std::function<double(double)> tp_sum_;
+    std::function<double(double)> tp_sum_, pp_sum_;
     at::Tensor sharded_mask_;  // [n] fp64: 1 for tensor-parallel split parameters
+    at::Tensor counted_mask_;  // [n] fp64: 0 for the tied copy of the embeddings, else 1
     optim::OptimizerConfig config_;
     bool separate_master_ = false;
     std::vector<at::Tensor> master_, exp_avg_, exp_avg_sq_;

@@ -1,0 +1,53 @@
+// Pipeline parallelism as Megatron-DeepSpeed runs it: the model's layers cut into stages as
+// DeepSpeed's PipelineModule cuts GPTModelPipe's spec list (--pp-partition-method, default
+// 'type:transformer'), and one training step's micro batches run through the stages with the 1F1B
+// schedule (Megatron's forward_backward_pipelining_without_interleaving): stage s first runs
+// PP - s - 1 forward passes, then alternates one forward and one backward, then drains the
+// backward passes. Activations travel forward and their gradients back between neighbouring
+// stages; a stage sending forward while receiving the gradient of an earlier micro batch does both
+// at once (Communicator::exchange), as Megatron's batched isend/irecv.
+//
+// With one stage the same code runs each micro batch's forward then backward, in order.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mds/model/gpt_model.h"
+
+namespace mds::trainer {
+
+class Communicator;
+
+// The blocks of stage `stage` of `stages` for the model `config` split over `tp` tensor-parallel
+// ranks, as DeepSpeed partitions Megatron-DeepSpeed's GPTModelPipe with `method`
+// ('type:transformer', 'uniform' or 'parameters', counted per TP rank). Throws mds::UsageError when
+// the cut leaves the embedding off the first stage or the final LayerNorm and output layer off the
+// last one, or for an unknown method.
+model::PipelineStage pipeline_stage(const model::GptConfig& config, int tp, int stage, int stages, const std::string& method);
+
+// What a pipeline step needs: the model stage, the neighbours (global ranks, -1 at the ends), the
+// micro batches' shape, and micro batch j's tokens and labels [micro_batch_size, seq_length] (read
+// by the first stage, which uses the tokens, and the last, which uses the labels).
+struct PipelineStep {
+    model::GptModel* model = nullptr;
+    Communicator* comm = nullptr;  // null with one stage
+    int prev = -1, next = -1;
+    std::int64_t micro_batches = 1, micro_batch_size = 1, seq_length = 1;
+    std::function<std::pair<at::Tensor, at::Tensor>(std::int64_t)> batch;
+};
+
+// One training step's forward and backward passes (1F1B); each micro batch's loss is
+// backpropagated multiplied by `loss_factor` (loss scale / micro batches). Returns the sum of the
+// micro batches' losses on the last stage, 0 on the others. Gradients accumulate in the parameters.
+double pipeline_train(const PipelineStep& step, double loss_factor);
+
+// Forward passes only (evaluation): the sum of the micro batches' losses on the last stage.
+double pipeline_evaluate(const PipelineStep& step);
+
+}  // namespace mds::trainer

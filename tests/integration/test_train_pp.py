@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""mds-train pipeline-parallel (and with tensor and data parallelism) on CPU over Gloo, processes started as torchrun
+starts them (test_train_dp.py's launcher):
+  - PP=2, PP=4 (one block per stage), TP=2 x PP=2 and TP=2 x PP=2 x DP=2 (8 processes) train the same tiny 4-layer
+    GPT on the same data as one process, 20 iterations with 12 micro batches per step (1F1B): the same lm loss, grad
+    norm and params norm every iteration and the same validation losses, to fp32 tolerance; so does a BLOOM-style
+    model (ALiBi, embedding LayerNorm, recomputation) at PP=2 x DP=2, and an uneven cut (3 layers over 2 stages);
+  - only the last rank (the last stage) prints the iteration lines; rank 0 reports each stage's blocks;
+  - checkpoints: TP=2 x PP=2 x DP=2 saves one layer file per layer and TP rank (the tied embeddings only from the
+    first stage), mp_rank_00..03 (pp * TP + tp) and one ZeRO-1 optimizer partition per rank; it resumes bit for bit at
+    that shape, on the same curve at TP=2 x PP=2 x DP=1, and at TP=1 x PP=1 the error names mds-ckpt-reshape;
+    a bf16 TP=2 x PP=2 checkpoint reshaped by mds-ckpt-reshape to TP=1 x PP=1 (with its optimizer states) resumes on
+    one process on the TP=2 x PP=2 run's curve, within bf16 rounding;
+  - the 'parameters' partition method (DeepSpeed's weighting) trains on the same curve; a method that moves the embedding off the first stage
+    (or the output layer off the last) is refused with a message, and so is a world size that is not TP x PP x DP.
+Exits 77 without LibTorch (no mds-train binary)."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SOURCE = os.environ.get("MDS_SOURCE_DIR", ".")
+sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
+sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
+import testkit  # noqa: E402
+from testkit import check  # noqa: E402
+import tiny_dataset  # noqa: E402
+from test_train_dp import BIN, TRAIN, curve, flags, free_port, rank_env, same_curve, start, wait_all  # noqa: E402
+
+
+def one_process(data, extra=(), layers=4):
+    r = subprocess.run([TRAIN, *flags(data, extra=extra, layers=layers)], capture_output=True, text=True,
+                       env=rank_env(0, 1, free_port()), timeout=600)
+    check(r.returncode == 0, f"one process {list(extra)}: exit {r.returncode}: {r.stderr[-1500:]}")
+    return curve(r.stdout)
+
+
+def parallel(data, tp, pp, dp, extra=(), layers=4):
+    world = tp * pp * dp
+    par = ["--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)]
+    outs = wait_all(start(flags(data, extra=[*extra, *par], layers=layers), world, free_port()))
+    name = f"TP={tp} x PP={pp} x DP={dp}"
+    for r, (rc, out, err) in enumerate(outs):
+        check(rc == 0, f"{name}: rank {r} exited {rc}: {err[-2000:]}")
+        if r != world - 1:
+            check(not curve(out)[0], f"{name}: rank {r} printed iteration lines (only the last rank should)")
+    check(f"TP {tp} x PP {pp} x DP {dp} over {world} processes" in outs[0][2], f"{name}: rank 0 did not report the layout")
+    return outs
+
+
+def stage_cuts(outs):
+    """(stage, first block, end block) as the ranks reported them (TP rank 0 of the first replica of each stage)."""
+    return sorted(m for _, _, err in outs for m in re.findall(r"pipeline stage (\d+): transformer blocks \[(\d+), (\d+)\)", err))
+
+
+def equivalence(data):
+    """Returns the TP=2 x PP=2 x DP=2 curve."""
+    ref = one_process(data)
+    check(len(ref[0]) > 0 and ref[0][-1][2] < ref[0][0][2] - 0.3, "one process: the loss did not fall")
+    for tp, pp, dp in ((1, 2, 1), (1, 4, 1), (2, 2, 1), (2, 2, 2)):
+        outs = parallel(data, tp, pp, dp)
+        stages = stage_cuts(outs)
+        per = 4 // pp
+        want = [(str(s), str(s * per), str((s + 1) * per)) for s in range(pp)]
+        check(sorted(stages) == want, f"TP={tp} x PP={pp} x DP={dp}: stages reported {stages}, expected {want}")
+        same_curve(f"TP={tp} x PP={pp} x DP={dp}", ref, curve(outs[-1][1]), rtol=2e-6)
+        full = curve(outs[-1][1])
+
+    # Uneven: 3 layers over 2 stages ('type:transformer' gives the first stage 2 blocks, as DeepSpeed).
+    ref3 = one_process(data, layers=3)
+    outs = parallel(data, 1, 2, 1, layers=3)
+    check(stage_cuts(outs) == [("0", "0", "2"), ("1", "2", "3")], f"3 layers over 2 stages: {stage_cuts(outs)}")
+    same_curve("3 layers, PP=2", ref3, curve(outs[-1][1]), rtol=2e-6)
+
+    bloom = ["--position-embedding-type", "alibi", "--embed-layernorm", "--checkpoint-activations"]
+    ref_bloom = one_process(data, bloom)
+    outs = parallel(data, 1, 2, 2, bloom)
+    same_curve("BLOOM-style (ALiBi, embedding LayerNorm, recomputation) PP=2 x DP=2", ref_bloom, curve(outs[-1][1]), rtol=2e-6)
+
+    # 'parameters': with a vocabulary this large next to 64-wide blocks DeepSpeed gives the embedding's stage no block.
+    outs = parallel(data, 1, 2, 1, ["--pp-partition-method", "parameters"])
+    cut = stage_cuts(outs)
+    check(len(cut) == 2, f"'parameters': stages reported {cut}")
+    same_curve("PP=2 with --pp-partition-method parameters", ref, curve(outs[-1][1]), rtol=2e-6)
+    print(f"'parameters' partition: {sorted(cut)}")
+    return full
+
+
+def checkpoints(tmp, data, straight):
+    """straight: the 8-process TP=2 x PP=2 x DP=2 curve of equivalence()."""
+    ckpt = tmp + "/ckpt-tp2pp2dp2"
+    par = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"]
+    saved = wait_all(start(flags(data, extra=[*par, "--save", ckpt, "--save-interval", "10", "--exit-interval", "10"],
+                                 layers=4), 8, free_port()))
+    if not check(all(o[0] == 0 for o in saved), f"TP=2 x PP=2 x DP=2 save: {[o[0] for o in saved]} {saved[0][2][-1500:]}"):
+        return
+    files = sorted(os.listdir(ckpt + "/global_step10"))
+    want = sorted([f"layer_{layer:02d}-model_{t:02d}-model_states.pt" for layer in (1, 3, 4, 5, 6, 8) for t in (0, 1)] +
+                  [f"mp_rank_{m:02d}_model_states.pt" for m in range(4)] +
+                  [f"zero_pp_rank_{d}_mp_rank_{m:02d}_optim_states.pt" for d in (0, 1) for m in range(4)])
+    check(files == want, f"TP=2 x PP=2 x DP=2 checkpoint files: {files}")
+    same = wait_all(start(flags(data, extra=[*par, "--load", ckpt], layers=4), 8, free_port()))
+    fewer = wait_all(start(flags(data, extra=[*par, "--load", ckpt], layers=4), 4, free_port()))
+    if not check(all(o[0] == 0 for o in same + fewer), f"TP=2 x PP=2 resume: {[o[0] for o in same]} {[o[0] for o in fewer]} "
+                                                        f"{same[0][2][-800:]} {fewer[0][2][-800:]}"):
+        return
+    b, c = curve(same[-1][1]), curve(fewer[-1][1])
+    check(b[0] == straight[0][10:] and b[1] == straight[1][1:],
+          f"TP=2 x PP=2 x DP=2 resume: iterations 11-20 differ from the straight run: {b[0][:2]} vs {straight[0][10:12]}")
+    worst = max(abs(x[2] - y[2]) / y[2] for x, y in zip(c[0], straight[0][10:])) if len(c[0]) == 10 else 1.0
+    check(worst <= 2e-6, f"TP=2 x PP=2 x DP=2 checkpoint resumed at DP=1 left the curve by {worst:.1e}")
+    one = subprocess.run([TRAIN, *flags(data, extra=["--load", ckpt], layers=4)], capture_output=True, text=True,
+                         env=rank_env(0, 1, free_port()), timeout=300)
+    check(one.returncode != 0 and "mds-ckpt-reshape --target-tp 1 --target-pp 1" in one.stderr,
+          f"a TP=2 x PP=2 checkpoint loaded at TP=1 x PP=1: exit {one.returncode}: {one.stderr[-400:]}")
+    print(f"TP=2 x PP=2 x DP=2 saved at 10 ({len(files)} files): resumed bit for bit at that shape, at DP=1 within {worst:.1e}")
+
+    # bf16 (the optimizer files mds-ckpt-reshape reshards): TP=2 x PP=2 -> reshape -> TP=1 x PP=1 on one process.
+    bf16 = ["--bf16"]
+    src, dst = tmp + "/ckpt-bf16-tp2pp2", tmp + "/ckpt-bf16-tp1pp1"
+    straight_bf16 = wait_all(start(flags(data, extra=[*bf16, *par], layers=4), 4, free_port()))
+    saved = wait_all(start(flags(data, extra=[*bf16, *par, "--save", src, "--save-interval", "10", "--exit-interval", "10"],
+                                 layers=4), 4, free_port()))
+    if not check(all(o[0] == 0 for o in straight_bf16 + saved), f"bf16 TP=2 x PP=2: {saved[0][2][-800:]}"):
+        return
+    r = subprocess.run([os.path.join(BIN, "mds-ckpt-reshape"), src, dst, "--target-tp", "1", "--target-pp", "1",
+                        "--with-optimizer"], capture_output=True, text=True, timeout=300)
+    if not check(r.returncode == 0, f"mds-ckpt-reshape: exit {r.returncode}: {r.stderr[-1500:]}"):
+        return
+    one = subprocess.run([TRAIN, *flags(data, extra=[*bf16, "--load", dst], layers=4)], capture_output=True, text=True,
+                         env=rank_env(0, 1, free_port()), timeout=600)
+    if not check(one.returncode == 0, f"resume of the reshaped checkpoint: exit {one.returncode}: {one.stderr[-1500:]}"):
+        return
+    ref, got = curve(straight_bf16[-1][1]), curve(one.stdout)
+    if not check(len(got[0]) == 10 and got[0][0][0] == 11, f"reshaped resume: {len(got[0])} iteration lines"):
+        return
+    check([x[:2] for x in got[0]] == [x[:2] for x in ref[0][10:]], "reshaped resume: iterations / consumed samples differ")
+    worst = max(abs(x[2] - y[2]) / y[2] for x, y in zip(got[0], ref[0][10:]))
+    check(worst <= 2e-4, f"TP=2 x PP=2 bf16 checkpoint reshaped to TP=1 x PP=1 left the curve by {worst:.1e}")
+    print(f"bf16 TP=2 x PP=2 saved at 10, mds-ckpt-reshape to TP=1 x PP=1, resumed on one process: iterations 11-20 "
+          f"within {worst:.1e} of the TP=2 x PP=2 run (lm loss {got[0][0][2]:.4f} -> {got[0][-1][2]:.4f})")
+
+
+def usage_errors(data):
+    cases = [
+        (["--pipeline-model-parallel-size", "2", "--pp-partition-method", "type:layernorm"], 2,
+         "--pp-partition-method 'type:layernorm' puts the output layer on pipeline stage 0 of 2"),
+        (["--pipeline-model-parallel-size", "3", "--tensor-model-parallel-size", "2"], 4,
+         "world size 4 is not divisible by --tensor-model-parallel-size 2 × --pipeline-model-parallel-size 3"),
+    ]
+    for extra, world, want in cases:
+        outs = wait_all(start(flags(data, 5, extra, layers=4), world, free_port()), timeout=120)
+        rc, _, err = outs[0]
+        check(rc != 0 and want in err, f"{extra} on {world} processes: exit {rc}, expected an error with {want!r}: {err[-600:]}")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="mds-train-pp-")
+    try:
+        prefix, vocab, merges = tiny_dataset.make(tmp, BIN, SOURCE, 1000)
+        data = ["--data-path", prefix, "--vocab-file", vocab, "--merge-file", merges, "--split", "90,8,2"]
+        full = equivalence(data)
+        checkpoints(tmp, data, full)
+        usage_errors(data)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    testkit.finish()
+
+
+if __name__ == "__main__":
+    main()

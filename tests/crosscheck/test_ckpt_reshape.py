@@ -830,33 +830,46 @@ def check_train_dp_save(tmp):
           "3 processes do not resume the DP=2 checkpoint")
     print("data-parallel save: 2 partition files DeepSpeed reads, masters = weights, ZeRO-0 = ZeRO-1, resumed on 1 and 3")
 
-    # TP=2 x DP=2: the shards, merged by this test's own Megatron TP rules (and by ds_to_universal), are the model a
-    # one-process run of the same flags saved at the same iteration. With --lr 0 the weights and masters stay the
-    # initial ones, which every TP cuts from the same full tensors: equal bit for bit, so a shard in the wrong place
-    # shows; the Adam moments (bf16 gradients summed in another order) agree within 2% of their norm.
+    # TP=2 x DP=2 and TP=2 x PP=2 x DP=2: the shards (and stages), merged by this test's own Megatron TP rules (and by
+    # ds_to_universal), are the model a one-process run of the same flags saved at the same iteration. With --lr 0 the
+    # weights and masters stay the initial ones, which every TP and PP cuts from the same full tensors: equal bit for
+    # bit, so a shard in the wrong place shows; the Adam moments (bf16 gradients summed in another order) agree
+    # within 2% of their norm. The last stage's copy of the tied embeddings equals the first stage's.
     frozen = ["--train-iters", "20", "--lr", "0", "--min-lr", "0", "--save-interval", "10", "--exit-interval", "10"]
-    ok, _ = launch(4, [*frozen, "--tensor-model-parallel-size", "2", "--save", os.path.join(tmp, "tp2dp2")])
     one = subprocess.run([train, *flags, *frozen, "--save", os.path.join(tmp, "tp1dp1")], capture_output=True, text=True)
-    if not check(ok and one.returncode == 0, f"TP=2 x DP=2 / one-process saves: {one.stderr[-400:]}"):
+    if not check(one.returncode == 0, f"one-process save: {one.stderr[-400:]}"):
         return
-    tp_step, one_step = os.path.join(tmp, "tp2dp2", "global_step10"), os.path.join(tmp, "tp1dp1", "global_step10")
-    ds = DeepSpeedCheckpoint(tp_step)
-    check((ds.tp_degree, ds.pp_degree, ds.dp_degree) == (2, 1, 2), f"TP=2 x DP=2: DeepSpeedCheckpoint degrees "
-                                                                    f"{ds.tp_degree} {ds.pp_degree} {ds.dp_degree}")
-    tp_states, one_states = read_optimizer(tp_step)[0], read_optimizer(one_step)[0]
-    check(set(tp_states) == set(one_states), "TP=2 x DP=2: parameter names differ from one process's")
-    bad = [n for n in one_states if n in tp_states and not torch.equal(tp_states[n]["fp32"], one_states[n]["fp32"])]
-    check(not bad, f"TP=2 x DP=2: merged fp32 masters differ from one process's: {bad[:4]}")
-    worst = max(((tp_states[n][k] - one_states[n][k]).norm() / one_states[n][k].norm().clamp_min(1e-30)).item()
-                for n in one_states if n in tp_states for k in ("exp_avg", "exp_avg_sq"))
-    check(worst < 2e-2, f"TP=2 x DP=2: merged Adam moments differ from one process's by {worst:.1e} of their norm")
-    merged = read_weights(tp_step)
-    by_name = {("tied_modules.embed." + k[1] if k[0] == 1 else f"{k[0]}.{k[1]}"): v for k, v in merged.items()}
-    bad = [n for n in tp_states if not torch.equal(tp_states[n]["fp32"].to(torch.bfloat16), by_name[n])]
-    check(not bad, f"TP=2 x DP=2: merged masters do not round to the merged weights: {bad[:4]}")
-    universal_agrees(tmp, "tp", tp_step, tp_states)
-    print(f"TP=2 x DP=2 save: DeepSpeed reads TP 2 / DP 2, shards merge to one process's model (masters equal, moments "
-          f"within {worst:.1e}), ds_to_universal agrees")
+    one_step = os.path.join(tmp, "tp1dp1", "global_step10")
+    one_states = read_optimizer(one_step)[0]
+    for tp, pp in ((2, 1), (2, 2)):
+        name = f"TP={tp} x PP={pp} x DP=2"
+        ok, _ = launch(tp * pp * 2, [*frozen, "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
+                                     "--save", os.path.join(tmp, f"tp{tp}pp{pp}dp2")])
+        if not ok:
+            return
+        tp_step = os.path.join(tmp, f"tp{tp}pp{pp}dp2", "global_step10")
+        ds = DeepSpeedCheckpoint(tp_step)
+        check((ds.tp_degree, ds.pp_degree, ds.dp_degree) == (tp, pp, 2), f"{name}: DeepSpeedCheckpoint degrees "
+                                                                          f"{ds.tp_degree} {ds.pp_degree} {ds.dp_degree}")
+        tp_states, tied, _, _ = read_optimizer(tp_step)
+        check(set(tp_states) == set(one_states), f"{name}: parameter names differ from one process's")
+        check(pp == 1 or set(tied) == {("tied_modules.embed.word_embeddings.weight", pp - 1)},
+              f"{name}: the last stage's optimizer holds {sorted(tied)}, expected the tied word embeddings")
+        for (n, _), copy in tied.items():
+            check(all(torch.equal(copy[k], tp_states[n][k]) for k in ("fp32", "exp_avg", "exp_avg_sq")),
+                  f"{name}: the last stage's copy of {n} differs from the first stage's")
+        bad = [n for n in one_states if n in tp_states and not torch.equal(tp_states[n]["fp32"], one_states[n]["fp32"])]
+        check(not bad, f"{name}: merged fp32 masters differ from one process's: {bad[:4]}")
+        worst = max(((tp_states[n][k] - one_states[n][k]).norm() / one_states[n][k].norm().clamp_min(1e-30)).item()
+                    for n in one_states if n in tp_states for k in ("exp_avg", "exp_avg_sq"))
+        check(worst < 2e-2, f"{name}: merged Adam moments differ from one process's by {worst:.1e} of their norm")
+        merged = read_weights(tp_step)
+        by_name = {("tied_modules.embed." + k[1] if k[0] == 1 else f"{k[0]}.{k[1]}"): v for k, v in merged.items()}
+        bad = [n for n in tp_states if not torch.equal(tp_states[n]["fp32"].to(torch.bfloat16), by_name[n])]
+        check(not bad, f"{name}: merged masters do not round to the merged weights: {bad[:4]}")
+        universal_agrees(tmp, f"tp{tp}pp{pp}", tp_step, tp_states)
+        print(f"{name} save: DeepSpeed reads TP {tp} / PP {pp} / DP 2, shards merge to one process's model (masters "
+              f"equal, moments within {worst:.1e}), ds_to_universal agrees")
 
 
 def check_stage_methods(tmp):

@@ -155,6 +155,25 @@ def equivalence(tmp, data):
     same_curve("BLOOM-style (ALiBi, embedding LayerNorm, recomputation) TP=4", curve(one_bloom.stdout), curve(outs[-1][1]),
                rtol=2e-6)
 
+    # The gradient all-reduce overlapped with backward: DeepSpeed's zero_optimization.reduce_bucket_size cuts the
+    # gradients into 7 buckets; most start during the last backward pass, and the curve is one process's, as it is
+    # with --no-overlap-grad-reduce (all buckets after backward).
+    cfg = os.path.join(tmp, "ds_buckets.json")
+    with open(cfg, "w") as f:
+        json.dump({"zero_optimization": {"stage": 1, "reduce_bucket_size": 20000}}, f)
+    for extra, overlap in (([], True), (["--no-overlap-grad-reduce"], False)):
+        outs = wait_all(start(flags(data, extra=["--deepspeed", "--deepspeed_config", cfg, *extra]), 2, free_port()))
+        name = "overlapped all-reduce" if overlap else "--no-overlap-grad-reduce"
+        if not check(all(o[0] == 0 for o in outs), f"{name}: exits {[o[0] for o in outs]}: {outs[0][2][-800:]}"):
+            continue
+        m = re.search(r"in the last step (\d+) of (\d+) bucket all-reduces started during the backward pass", outs[0][2])
+        if check(m is not None, f"{name}: rank 0 did not report the buckets: {outs[0][2][-600:]}"):
+            early, total = int(m.group(1)), int(m.group(2))
+            check(total >= 5 and (early >= total // 2 if overlap else early == 0),
+                  f"{name}: {early} of {total} buckets started during the backward pass")
+            print(f"{name}: {early} of {total} buckets started during the backward pass")
+        same_curve(f"DP=2, {name}", ref, curve(outs[-1][1]))
+
     # ZeRO-0 vs ZeRO-1: the same gradients and element-wise updates, so the same lines to the last digit.
     for precision in ([], ["--bf16"]):
         curves = {}

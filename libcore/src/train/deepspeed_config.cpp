@@ -113,6 +113,9 @@ DeepSpeedConfig parse_deepspeed_config(const json& root, const std::string& sour
     config.gradient_clipping = top.number("gradient_clipping");
     if (auto zero = top.section("zero_optimization")) {
         config.zero_stage = zero->integer("stage");
+        config.overlap_comm = zero->boolean("overlap_comm");
+        config.reduce_bucket_size = zero->integer("reduce_bucket_size");
+        if (config.reduce_bucket_size && *config.reduce_bucket_size < 1) zero->fail("reduce_bucket_size", "expected a positive number of elements");
         zero->finish();
     }
     if (auto fp16 = top.section("fp16")) {

@@ -299,6 +299,8 @@ void add_train_flags(CLI::App& app, TrainArgs& args) {
     d.flag("--deepspeed", p.deepspeed, "Use the DeepSpeed engine settings of --deepspeed_config");
     d.text("--deepspeed_config", p.deepspeed_config, "DeepSpeed config JSON");
     d.integer("--zero-stage", p.zero_stage, "ZeRO stage: 0 or 1");
+    d.flag("--no-overlap-grad-reduce", p.overlap_grad_reduce,
+           "All-reduce the data-parallel gradients after the backward pass instead of during it", false);
 
     // Megatron-DeepSpeed flags mds does not implement (false: a store_true flag).
     d.unsupported("--batch-size", true, "deprecated in Megatron; use --micro-batch-size");
@@ -386,6 +388,12 @@ std::vector<std::string> apply_deepspeed_config(const DeepSpeedConfig& ds, Train
                      std::to_string(*ds.zero_stage));
         args.parallel.zero_stage = *ds.zero_stage;
     }
+    if (ds.overlap_comm) {
+        if (given("--no-overlap-grad-reduce") && *ds.overlap_comm)
+            conflict("--no-overlap-grad-reduce", "given", "zero_optimization.overlap_comm", "true");
+        args.parallel.overlap_grad_reduce = *ds.overlap_comm;
+    }
+    args.parallel.reduce_bucket_elements = ds.reduce_bucket_size;
     // Precision must be chosen the same way on both sides: the model's dtype follows the flags,
     // the engine's follows the config.
     const bool ds_fp16 = ds.fp16 && ds.fp16->enabled;

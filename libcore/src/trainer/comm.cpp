@@ -198,18 +198,34 @@ struct Communicator::Impl {
         }
     }
 
-    // Runs one collective, turning a failure or a timeout into an error that names the rank.
-    void run(const std::string& what, Group group, const std::function<c10::intrusive_ptr<c10d::Work>()>& start) {
+    // Starts one collective; the returned function waits for it, turning a failure or a timeout into
+    // an error that names the rank.
+    std::function<void()> start(const std::string& what, Group group, const std::function<c10::intrusive_ptr<c10d::Work>()>& begin) {
         const std::int64_t my_seq = ++seq[group_index(group)];
         const std::string where = what + " over the " + group_name(group) + " group (collective #" + std::to_string(my_seq) + ")";
-        set_phase("in " + where);
+        c10::intrusive_ptr<c10d::Work> work;
+        std::string failure;
         try {
-            start()->wait();
+            work = begin();
         } catch (const std::exception& e) {
-            const std::string cause = diagnose(groups.at(group).ranks, group, my_seq);
-            throw Error("rank " + std::to_string(rank()) + ": " + where + " failed: " + cause + " [" + short_message(e) + "]");
+            failure = short_message(e);
         }
-        set_phase("computing");
+        return [this, where, my_seq, group, work, failure]() {
+            set_phase("in " + where);
+            try {
+                if (!failure.empty()) throw Error(failure);
+                work->wait();
+            } catch (const std::exception& e) {
+                const std::string cause = diagnose(groups.at(group).ranks, group, my_seq);
+                throw Error("rank " + std::to_string(rank()) + ": " + where + " failed: " + cause + " [" + short_message(e) + "]");
+            }
+            set_phase("computing");
+        };
+    }
+
+    // Runs one collective (start, then wait).
+    void run(const std::string& what, Group group, const std::function<c10::intrusive_ptr<c10d::Work>()>& begin) {
+        start(what, group, begin)();
     }
 
     // Point-to-point transfers with `peers`, started together and waited for together, so that two
@@ -347,6 +363,15 @@ double Communicator::sum(double value, Group group) { return impl_->numbers({val
 double Communicator::max(double value, Group group) { return impl_->numbers({value}, group, c10d::ReduceOp::MAX, "max")[0]; }
 std::vector<double> Communicator::max(std::vector<double> values, Group group) {
     return impl_->numbers(std::move(values), group, c10d::ReduceOp::MAX, "max");
+}
+
+std::function<void()> Communicator::start_all_reduce_sum(const at::Tensor& flat, Group group) {
+    auto& g = impl_->group(group);
+    if (!g.pg) return [] {};
+    if (!flat.is_contiguous()) throw Error("start_all_reduce_sum needs a contiguous tensor");
+    auto buf = std::make_shared<std::vector<at::Tensor>>(std::vector<at::Tensor>{flat});
+    auto wait = impl_->start("all_reduce", group, [&] { return g.pg->allreduce(*buf); });
+    return [wait, buf] { wait(); };
 }
 
 void Communicator::all_reduce_max(const at::Tensor& tensor, Group group) {

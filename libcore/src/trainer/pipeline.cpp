@@ -132,9 +132,11 @@ double pipeline_train(const PipelineStep& step, double loss_factor) {
         return out;
     };
     // Backward of the oldest micro batch in flight; returns the gradient for the previous stage.
+    std::int64_t backwards = 0;
     auto backward = [&](const at::Tensor& grad_output) -> at::Tensor {
         auto f = std::move(queue.front());
         queue.pop_front();
+        if (++backwards == nmb && step.before_last_backward) step.before_last_backward();
         if (last) (f.output * loss_factor).backward();
         else f.output.backward(grad_output);
         return first ? at::Tensor() : f.input.grad();

@@ -26,6 +26,7 @@
 #include "mds/train/stop_signals.h"
 #include "mds/trainer/checkpoint.h"
 #include "mds/trainer/comm.h"
+#include "mds/trainer/grad_reducer.h"
 #include "mds/trainer/optimizer.h"
 #include "mds/trainer/pipeline.h"
 #include "mds/util/cli.h"  // mds_version
@@ -269,6 +270,17 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     if (optimizer.partitioned())
         info("ZeRO stage 1: each rank holds the optimizer states of about " + std::to_string(optimizer.state_elements()) +
              " of " + std::to_string(model.parameter_count()) + " parameters");
+    // The data-parallel gradient all-reduce, started bucket by bucket during the last backward pass.
+    std::unique_ptr<GradientReducer> reducer;
+    if (comm && dp > 1) {
+        // DDP's 25 MiB, or zero_optimization.reduce_bucket_size elements of the gradients' dtype.
+        const std::int64_t element = model.parameters().front().tensor.element_size();
+        const std::int64_t bucket_bytes = args.parallel.reduce_bucket_elements ? *args.parallel.reduce_bucket_elements * element : 25ll << 20;
+        reducer = std::make_unique<GradientReducer>(model.parameters(), *comm, 1.0 / static_cast<double>(dp), bucket_bytes);
+        info("data-parallel gradients: " + std::to_string(reducer->buckets()) + " all-reduce bucket(s) of at most " +
+             std::to_string(bucket_bytes) + " bytes, " +
+             (args.parallel.overlap_grad_reduce ? "started during the backward pass" : "after the backward pass"));
+    }
     LossScale scaler(args);
     TrainingProgress resumed;
     if (loader && !args.checkpoint.finetune) {
@@ -435,9 +447,14 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         const std::int64_t tokens_per_sample = curriculum ? curriculum_seqlen : cfg.seq_length;
 
         optimizer.zero_grad();
+        auto train_step = pipeline_step(0, consumed, nmb, seqlen);
+        if (reducer && args.parallel.overlap_grad_reduce) train_step.before_last_backward = [&reducer] { reducer->arm(); };
         // Megatron divides each micro batch's loss by the number of micro batches.
-        const double loss_sum = pipeline_train(pipeline_step(0, consumed, nmb, seqlen), scale / static_cast<double>(nmb));
+        const double loss_sum = pipeline_train(train_step, scale / static_cast<double>(nmb));
         double lm_loss = loss_sum / static_cast<double>(nmb);  // the last stage's; 0 on the others
+        // Gradients averaged over the data-parallel group before clipping (Megatron's
+        // allreduce_gradients); a parameter without a gradient contributes zeros.
+        if (reducer) reducer->finish();
         if (pp_size > 1 && (stage.first() || stage.last())) {
             // The tied word embeddings: the first stage's input and the last stage's output layer
             // get the sum of both gradients (DeepSpeed's allreduce_tied_weight_gradients).
@@ -446,18 +463,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
             if (!w.grad().defined()) w.mutable_grad() = at::zeros_like(w);
             comm->all_reduce_sum({w.grad()}, Group::Embedding);
         }
-        if (comm) {
-            // Gradients averaged over the data-parallel group before clipping (Megatron's
-            // allreduce_gradients); a parameter without a gradient contributes zeros.
-            c10::NoGradGuard no_grad;
-            std::vector<at::Tensor> grads;
-            for (auto& p : model.parameters()) {
-                if (!p.tensor.grad().defined()) p.tensor.mutable_grad() = at::zeros_like(p.tensor);
-                grads.push_back(p.tensor.grad());
-            }
-            comm->all_reduce_sum(grads, Group::Data, 1.0 / static_cast<double>(dp));
-            lm_loss = comm->sum(lm_loss, Group::Data) / static_cast<double>(dp);
-        }
+        if (comm) lm_loss = comm->sum(lm_loss, Group::Data) / static_cast<double>(dp);
         const auto step = optimizer.step(schedule.lr(), schedule.weight_decay(), scale, scaler.active(),
                                          args.logging.log_num_zeros_in_grad);
         bool skipped = step.skipped;
@@ -624,6 +630,9 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         print_info("codecarbon: " + std::to_string(row.energy_consumed) + " kWh, " + std::to_string(row.emissions) +
                    " kg CO2eq in " + std::to_string(row.duration) + " s, written to " + carbon->output_path());
     }
+    if (reducer && iteration > resumed.iteration)
+        info("data-parallel gradients: in the last step " + std::to_string(reducer->started_during_backward()) + " of " +
+             std::to_string(reducer->buckets()) + " bucket all-reduces started during the backward pass");
     if (comm) comm->finish();  // rank 0 holds the rendezvous store: nobody leaves while others use it
     summary.iterations = iteration;
     summary.consumed_samples = consumed;

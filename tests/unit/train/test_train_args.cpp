@@ -288,7 +288,7 @@ TEST_CASE("a DeepSpeed config that disagrees with the flags is an error naming b
 
 TEST_CASE("DeepSpeed config: unknown keys are listed, errors name the file and the JSON path") {
     auto ds = parse_deepspeed_config(
-        std::string(R"({"train_batch_size": 8, "zero_optimization": {"stage": 1, "overlap_comm": true},
+        std::string(R"({"train_batch_size": 8, "zero_optimization": {"stage": 1, "overlap_comm": true, "contiguous_gradients": true},
                         "curriculum_learning": {"enabled": true, "curriculum_type": "seqlen", "min_difficulty": 64,
                           "max_difficulty": 2048, "schedule_type": "fixed_linear",
                           "schedule_config": {"total_curriculum_step": 36000, "difficulty_step": 8}},
@@ -296,11 +296,18 @@ TEST_CASE("DeepSpeed config: unknown keys are listed, errors name the file and t
         "ds.json");
     CHECK(ds.train_batch_size == 8);
     CHECK(ds.zero_stage == 1);
+    CHECK(ds.overlap_comm == true);
+    CHECK(!ds.reduce_bucket_size);
     REQUIRE(ds.curriculum_learning);
     CHECK(ds.curriculum_learning->max_difficulty == 2048);
     CHECK(ds.curriculum_learning->total_curriculum_step == 36000);
     CHECK(ds.curriculum_learning->difficulty_step == 8);
-    CHECK(ds.unknown_keys == std::vector<std::string>{"zero_optimization.overlap_comm", "optimizer"});
+    CHECK(ds.unknown_keys == std::vector<std::string>{"zero_optimization.contiguous_gradients", "optimizer"});
+    CHECK(parse_deepspeed_config(std::string(R"({"zero_optimization": {"reduce_bucket_size": 5e8}})"), "ds.json").reduce_bucket_size ==
+          500000000);
+    CHECK_THROWS_WITH_AS(parse_deepspeed_config(std::string(R"({"zero_optimization": {"reduce_bucket_size": 0}})"), "ds.json"),
+                         doctest::Contains("ds.json: zero_optimization.reduce_bucket_size: expected a positive number of elements"),
+                         mds::Error);
 
     CHECK_THROWS_WITH_AS(parse_deepspeed_config(std::string(R"({"fp16": {"enabled": "yes"}})"), "ds.json"),
                          "ds.json: fp16.enabled: expected true or false, found \"yes\"", mds::Error);

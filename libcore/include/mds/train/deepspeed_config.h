@@ -50,6 +50,8 @@ struct DeepSpeedConfig {
     std::optional<std::int64_t> gradient_accumulation_steps;
     std::optional<double> gradient_clipping;
     std::optional<std::int64_t> zero_stage;  // zero_optimization.stage
+    std::optional<bool> overlap_comm;        // zero_optimization.overlap_comm: all-reduce during backward
+    std::optional<std::int64_t> reduce_bucket_size;  // zero_optimization.reduce_bucket_size, in elements
     std::optional<DeepSpeedFp16> fp16;       // present when the "fp16" section is
     std::optional<bool> bf16_enabled;        // bf16.enabled
     std::optional<CurriculumLearningConfig> curriculum_learning;

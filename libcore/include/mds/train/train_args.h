@@ -105,6 +105,8 @@ struct ParallelArgs {
     bool deepspeed = false;                              // --deepspeed
     std::string deepspeed_config;                        // --deepspeed_config FILE
     std::int64_t zero_stage = 1;                         // --zero-stage (0 or 1)
+    bool overlap_grad_reduce = true;                     // --no-overlap-grad-reduce / zero_optimization.overlap_comm
+    std::optional<std::int64_t> reduce_bucket_elements;  // zero_optimization.reduce_bucket_size (default: 25 MiB)
     // Not flags: the launcher's WORLD_SIZE, and dp = world / (tp × pp) set by validate(); without
     // a world size validate() checks batch sizes for dp = 1.
     std::optional<std::int64_t> world_size;

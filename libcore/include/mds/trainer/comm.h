@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ public:
     // dtype and device are flattened into buckets of at most 25 MiB (DDP's default; bench/dist), so
     // a model's gradients travel in a few messages; `scale` multiplies the sums (1 / DP for a mean).
     void all_reduce_sum(const std::vector<at::Tensor>& tensors, Group group, double scale = 1.0);
+    // Starts summing one contiguous tensor over the group, in place, without waiting (Gloo runs it on
+    // its own threads); the returned function waits for the result and reports a failure as the
+    // blocking collectives do. Members must start their collectives on a group in the same order.
+    std::function<void()> start_all_reduce_sum(const at::Tensor& flat, Group group);
     // Element-wise maximum of one tensor over the group, in place.
     void all_reduce_max(const at::Tensor& tensor, Group group);
     // The sum of one number over the group, computed in fp64.

@@ -40,6 +40,8 @@ struct PipelineStep {
     int prev = -1, next = -1;
     std::int64_t micro_batches = 1, micro_batch_size = 1, seq_length = 1;
     std::function<std::pair<at::Tensor, at::Tensor>(std::int64_t)> batch;
+    // Called just before the step's last backward pass (e.g. GradientReducer::arm); may be empty.
+    std::function<void()> before_last_backward;
 };
 
 // One training step's forward and backward passes (1F1B); each micro batch's loss is

@@ -1,0 +1,46 @@
+// The data-parallel gradient all-reduce, overlapped with the backward pass as PyTorch's DDP does
+// it: the parameters, in reverse order (roughly the order backward finishes them), are cut into
+// buckets of at most `bucket_bytes` (DDP's 25 MiB by default). During the last backward pass of a step (the gradients of the earlier
+// micro batches are only partial sums), a hook on each parameter notes when its gradient is final;
+// once every gradient of the next bucket in line is, the bucket is flattened and its all-reduce
+// started on the data-parallel group while backward goes on. Buckets start in the same fixed order
+// on every rank, which a collective group needs. finish() starts the buckets still waiting (a
+// parameter that got no gradient counts as zeros), waits for all, and writes the averages back.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "mds/model/gpt_model.h"
+
+namespace mds::trainer {
+
+class Communicator;
+
+class GradientReducer {
+public:
+    // `params` and `comm` must outlive the reducer; `scale` multiplies the sums (1 / DP: a mean).
+    GradientReducer(std::vector<model::Parameter>& params, Communicator& comm, double scale,
+                    std::int64_t bucket_bytes = 25ll << 20);
+    ~GradientReducer();
+    GradientReducer(const GradientReducer&) = delete;
+    GradientReducer& operator=(const GradientReducer&) = delete;
+
+    // The next backward pass is the step's last: reduce the gradients as they become final.
+    void arm();
+    // Every bucket reduced and written back into the parameters' .grad; disarms.
+    void finish();
+    std::size_t buckets() const;
+    // Buckets whose all-reduce started before finish() in the last step (the overlap achieved).
+    std::size_t started_during_backward() const;
+
+private:
+    struct Impl;
+    std::shared_ptr<Impl> impl_;  // shared with the hooks on the parameters
+};
+
+}  // namespace mds::trainer

@@ -146,7 +146,7 @@ def checkpoints(tmp, data, straight):
 def usage_errors(data):
     cases = [
         (["--pipeline-model-parallel-size", "2", "--pp-partition-method", "type:layernorm"], 2,
-         "--pp-partition-method 'type:layernorm' puts the output layer on pipeline stage 0 of 2"),
+         "--pp-partition-method 'type:layernorm' puts the final LayerNorm on pipeline stage 0 of 2"),
         (["--pipeline-model-parallel-size", "3", "--tensor-model-parallel-size", "2"], 4,
          "world size 4 is not divisible by --tensor-model-parallel-size 2 × --pipeline-model-parallel-size 3"),
     ]

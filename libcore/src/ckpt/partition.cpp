@@ -194,4 +194,35 @@ std::vector<int> partition_pipe_specs(const std::vector<PipeSpec>& specs, const 
     return partition_balanced(weights, num_stages, algorithm);
 }
 
+std::vector<GptStageCut> gpt_stage_cuts(std::int64_t num_layers, int stages, const std::string& method, bool half_precision,
+                                        std::int64_t embedding_parameters, std::int64_t block_parameters,
+                                        std::int64_t norm_parameters, PartitionAlgorithm algorithm) {
+    if (num_layers < 1 || stages < 1) throw Error("gpt_stage_cuts: " + std::to_string(num_layers) + " layers, " + std::to_string(stages) + " stages");
+    // BMD's layer numbering: embedding 1, blocks 3 .. L+2, final norm L+4.
+    std::vector<int> layers{1};
+    for (std::int64_t b = 0; b < num_layers; ++b) layers.push_back(static_cast<int>(b) + 3);
+    layers.push_back(static_cast<int>(num_layers) + 4);
+    auto specs = gpt_pipe_specs(layers, half_precision);
+    for (auto& s : specs) {
+        if (s.type_name == "EmbeddingPipe") s.parameters = embedding_parameters;
+        else if (s.type_name == "ParallelTransformerLayerPipe") s.parameters = block_parameters;
+        else if (s.type_name == "MixedFusedLayerNorm") s.parameters = norm_parameters;
+    }
+    const auto parts = partition_pipe_specs(specs, method, stages, algorithm);
+    std::vector<GptStageCut> cuts(static_cast<std::size_t>(stages));
+    std::int64_t blocks_before = 0;
+    for (int st = 0; st < stages; ++st) {
+        auto& c = cuts[static_cast<std::size_t>(st)];
+        c.first_block = c.end_block = blocks_before;
+        for (int i = parts[static_cast<std::size_t>(st)]; i < parts[static_cast<std::size_t>(st) + 1]; ++i) {
+            const auto& s = specs[static_cast<std::size_t>(i)];
+            if (s.type_name == "ParallelTransformerLayerPipe") ++c.end_block;
+            else if (s.type_name == "MixedFusedLayerNorm") c.final_norm = true;
+            else if (s.tied_embedding) (s.layer >= 0 ? c.embedding : c.output_layer) = true;
+        }
+        blocks_before = c.end_block;
+    }
+    return cuts;
+}
+
 }  // namespace mds::ckpt

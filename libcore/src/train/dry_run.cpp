@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mds/ckpt/partition.h"         // gpt_stage_cuts
 #include "mds/observe/flops.h"          // parameter_count, flops_per_iteration
 #include "mds/optim/batch_size_rampup.h"  // NumMicroBatchesCalculator
 #include "mds/train/curriculum.h"       // CurriculumScheduler, curriculum_step
@@ -294,15 +295,22 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     r.optimizer_bytes_per_parameter = mixed ? 12 : 8;
     const std::int64_t optimizer_partitions = r.zero_stage == 1 ? dp : 1;
 
-    // Pipeline stages as Megatron-DeepSpeed's GPTModelPipe cuts them ('type:transformer'): the first
-    // stage holds the embedding module (word and position embeddings, embedding norm), the last one
-    // the final norm and a tied copy of the whole embedding module for the logits. The first stage
+    // Pipeline stages as DeepSpeed cuts Megatron-DeepSpeed's GPTModelPipe with --pp-partition-method
+    // ('type:transformer' by default): the first stage holds the embedding module (word and position
+    // embeddings, embedding norm), the last one the final norm and a tied copy of the whole embedding
+    // module for the logits. The first stage
     // of DeepSpeed's 1F1B TrainSchedule keeps min(PP, micro batches) forward passes in flight, the
     // last one a single one, which also holds the fp32 logits of the cross entropy (4·s·b·V/t,
     // Korthikanti §4.1). Embedding dropout mask and final norm input (~3sbh) are left out.
     const ShardedModel sharded = sharded_model(args, r.padded_vocab_size, ffn);
     const std::int64_t e = mixed ? 2 : 4;
-    const std::int64_t stage_layers = ceil_div(m.num_layers, pp);
+    std::vector<ckpt::GptStageCut> cuts;
+    try {
+        cuts = ckpt::gpt_stage_cuts(m.num_layers, static_cast<int>(pp), p.pp_partition_method.value_or("type:transformer"), mixed,
+                                    sharded.embedding, sharded.layer, sharded.final_norm);
+    } catch (const Error& err) {
+        usage(std::string("--pp-partition-method: ") + err.what());
+    }
     const double per_layer = activation_bytes_per_layer(m.seq_length, o.micro_batch_size, m.hidden_size,
                                                         m.num_attention_heads, t, e, r.attention_scores_materialized);
     const double logits = 4.0 * static_cast<double>(m.seq_length) * static_cast<double>(o.micro_batch_size) *
@@ -311,6 +319,8 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
         DryRunStage st;
         st.name = std::move(name);
         st.stage = stage;
+        const auto& cut = cuts[static_cast<std::size_t>(stage)];
+        const std::int64_t stage_layers = cut.end_block - cut.first_block;
         st.num_layers = stage_layers;
         st.in_flight_micro_batches = first ? std::min(pp, r.num_micro_batches) : 1;
         st.parameters = stage_layers * sharded.layer + sharded.embedding + (last ? sharded.final_norm : 0);
@@ -323,10 +333,10 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
             // Full recomputation (Korthikanti Table 2, "full recompute"): only the input of each
             // checkpointed chunk of --checkpoint-num-layers layers is kept, e·s·b·h, whole on every
             // tensor-parallel rank; one chunk's full activations exist while it is recomputed.
-            const std::int64_t k = std::min(r.checkpoint_num_layers, stage_layers);
+            const std::int64_t k = std::min(r.checkpoint_num_layers, stage_layers);  // 0: a stage without blocks
             const double chunk_input = static_cast<double>(e) * static_cast<double>(m.seq_length) *
                                        static_cast<double>(o.micro_batch_size) * static_cast<double>(m.hidden_size);
-            activations = in_flight * static_cast<double>(ceil_div(stage_layers, k)) * chunk_input +
+            activations = in_flight * static_cast<double>(k > 0 ? ceil_div(stage_layers, k) : 0) * chunk_input +
                           static_cast<double>(k) * per_layer;
         } else {
             activations = in_flight * static_cast<double>(stage_layers) * per_layer;

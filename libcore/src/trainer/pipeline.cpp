@@ -30,57 +30,32 @@ LayerSizes layer_sizes(const model::GptConfig& c, std::int64_t tp) {
 }  // namespace
 
 model::PipelineStage pipeline_stage(const model::GptConfig& config, int tp, int stage, int stages, const std::string& method) {
-    const auto L = config.num_layers;
     model::PipelineStage out;
     out.rank = stage;
     out.size = stages;
     if (stages == 1) return out;
-    std::vector<int> layers{model::kEmbeddingLayer};
-    for (std::int64_t b = 0; b < L; ++b) layers.push_back(model::transformer_layer_index(b));
-    layers.push_back(model::final_norm_layer_index(L));
-    auto specs = ckpt::gpt_pipe_specs(layers, config.precision != model::Precision::FP32);
     const auto sizes = layer_sizes(config, tp);
-    for (auto& s : specs) {
-        if (s.type_name == "EmbeddingPipe") s.parameters = sizes.embedding;
-        else if (s.type_name == "ParallelTransformerLayerPipe") s.parameters = sizes.block;
-        else if (s.type_name == "MixedFusedLayerNorm") s.parameters = sizes.norm;
-    }
-    std::vector<int> parts;
+    std::vector<ckpt::GptStageCut> cuts;
     try {
-        parts = ckpt::partition_pipe_specs(specs, method, stages, ckpt::PartitionAlgorithm::Dp);
+        cuts = ckpt::gpt_stage_cuts(config.num_layers, stages, method, config.precision != model::Precision::FP32, sizes.embedding,
+                                    sizes.block, sizes.norm);
     } catch (const Error& e) {
         throw UsageError(std::string("--pp-partition-method: ") + e.what());
     }
-    // Stage of each spec entry, then where the embedding, the blocks and the head landed.
-    auto stage_of = [&](std::size_t spec) {
-        int s = 0;
-        while (s + 1 < stages && static_cast<int>(spec) >= parts[static_cast<std::size_t>(s) + 1]) ++s;
-        return s;
-    };
-    out.first_block = -1;
-    out.end_block = -1;
-    for (std::size_t i = 0; i < specs.size(); ++i) {
-        const auto& s = specs[i];
-        const int at = stage_of(i);
-        const bool embedding_first = s.tied_embedding && s.layer == model::kEmbeddingLayer;
-        if ((embedding_first && at != 0) || ((s.type_name == "MixedFusedLayerNorm" || (s.tied_embedding && s.layer < 0)) && at != stages - 1))
-            throw UsageError("--pp-partition-method '" + method + "' puts " + (embedding_first ? "the embedding" : "the output layer") +
-                             " on pipeline stage " + std::to_string(at) + " of " + std::to_string(stages) +
+    for (int s = 0; s < stages; ++s) {
+        const auto& c = cuts[static_cast<std::size_t>(s)];
+        const char* misplaced = c.embedding && s != 0                   ? "the embedding"
+                                : c.output_layer && s != stages - 1     ? "the output layer"
+                                : c.final_norm && s != stages - 1       ? "the final LayerNorm"
+                                                                        : nullptr;
+        if (misplaced)
+            throw UsageError("--pp-partition-method '" + method + "' puts " + misplaced + " on pipeline stage " + std::to_string(s) +
+                             " of " + std::to_string(stages) +
                              "; mds-train needs the embedding on the first stage and the final LayerNorm and output layer on the "
                              "last (try 'type:transformer')");
-        if (s.type_name == "ParallelTransformerLayerPipe" && at == stage) {
-            const std::int64_t block = s.layer - model::transformer_layer_index(0);
-            if (out.first_block < 0) out.first_block = block;
-            out.end_block = block + 1;
-        }
     }
-    if (out.first_block < 0) {
-        // No block on this stage: an empty range where its neighbours meet.
-        std::int64_t before = 0;
-        for (std::size_t i = 0; i < specs.size(); ++i)
-            if (specs[i].type_name == "ParallelTransformerLayerPipe" && stage_of(i) < stage) ++before;
-        out.first_block = out.end_block = before;
-    }
+    out.first_block = cuts[static_cast<std::size_t>(stage)].first_block;
+    out.end_block = cuts[static_cast<std::size_t>(stage)].end_block;
     return out;
 }
 

@@ -66,3 +66,32 @@ TEST_CASE("partition methods weigh the spec list as PipelineModule does") {
     CHECK(parse_partition_algorithm("bisect") == PartitionAlgorithm::Bisect);
     CHECK_FALSE(parse_partition_algorithm("greedy"));
 }
+
+TEST_CASE("gpt_stage_cuts: blocks, embedding and output layer per stage, as mds-train and its planner cut them") {
+    // 3 blocks over 2 stages ('type:transformer', DeepSpeed's current partition_uniform-like answer).
+    const auto three = gpt_stage_cuts(3, 2, "type:transformer", false, 0, 0, 0);
+    REQUIRE(three.size() == 2);
+    CHECK((three[0].first_block == 0 && three[0].end_block == 2 && three[0].embedding && !three[0].output_layer));
+    CHECK((three[1].first_block == 2 && three[1].end_block == 3 && three[1].final_norm && three[1].output_layer));
+    // BLOOM: 70 blocks, 12 stages, the two embeddings weighted like a block: 6 slots per stage, so
+    // 5 blocks beside the embedding on the first stage and beside the output layer on the last.
+    const auto bloom = gpt_stage_cuts(70, 12, "type:transformer|embedding", true, 0, 0, 0);
+    REQUIRE(bloom.size() == 12);
+    CHECK(bloom[0].end_block - bloom[0].first_block == 5);
+    CHECK(bloom[11].end_block - bloom[11].first_block == 5);
+    std::int64_t total = 0;
+    for (std::size_t s = 0; s < bloom.size(); ++s) {
+        total += bloom[s].end_block - bloom[s].first_block;
+        if (s > 0) CHECK(bloom[s].first_block == bloom[s - 1].end_block);
+    }
+    CHECK(total == 70);
+    // 'parameters': the embedding (1000) and the output layer's copy (1000) weigh on both ends, the
+    // final norm (1) on the last: the smallest bottleneck is 1020 | 1021, two blocks each.
+    const auto heavy = gpt_stage_cuts(4, 2, "parameters", false, 1000, 10, 1);
+    CHECK((heavy[0].first_block == 0 && heavy[0].end_block == 2 && heavy[0].embedding && !heavy[0].final_norm));
+    CHECK((heavy[1].first_block == 2 && heavy[1].end_block == 4 && heavy[1].final_norm && heavy[1].output_layer));
+    // Three stages of 'parameters' with a light embedding: the blocks are spread, none left empty.
+    const auto light = gpt_stage_cuts(6, 3, "parameters", false, 5, 10, 1);
+    CHECK((light[0].end_block == 2 && light[1].first_block == 2 && light[1].end_block == 4 && light[2].end_block == 6));
+    CHECK_THROWS_AS(gpt_stage_cuts(4, 2, "type:nothing-matches", false, 0, 0, 0), mds::Error);
+}

@@ -57,4 +57,19 @@ std::vector<PipeSpec> gpt_pipe_specs(const std::vector<int>& layers, bool half_p
 std::vector<int> partition_pipe_specs(const std::vector<PipeSpec>& specs, const std::string& method, int num_stages,
                                       PartitionAlgorithm algorithm);
 
+// One pipeline stage of a GPT cut as above: transformer blocks [first_block, end_block) (counted
+// from 0), and whether it holds the embedding (first EmbeddingPipe) and the output layer (the tied
+// EmbeddingPipe at the end) and final LayerNorm.
+struct GptStageCut {
+    std::int64_t first_block = 0, end_block = 0;
+    bool embedding = false, final_norm = false, output_layer = false;
+};
+// The stages DeepSpeed cuts Megatron-DeepSpeed's GPTModelPipe of `num_layers` blocks into with
+// `method`; for 'parameters' the weights are `embedding_parameters` per EmbeddingPipe,
+// `block_parameters` per block and `norm_parameters` for the final LayerNorm (per TP rank).
+// Throws mds::Error as partition_pipe_specs.
+std::vector<GptStageCut> gpt_stage_cuts(std::int64_t num_layers, int stages, const std::string& method, bool half_precision,
+                                        std::int64_t embedding_parameters, std::int64_t block_parameters,
+                                        std::int64_t norm_parameters, PartitionAlgorithm algorithm = PartitionAlgorithm::Dp);
+
 }  // namespace mds::ckpt

@@ -526,7 +526,7 @@ def section_kill_resume(ctx, tmp):
     ctx.boto.create_bucket(Bucket=bucket)
     slow = ctx.s3.add_fault(method="PUT", path=rf"^/{bucket}/ckpt\.pt\?(?=.*partNumber=)", delay_after=0.4,
                             times=10_000)
-    m = ctx.mark()
+    m = m0 = ctx.mark()
     argv = ctx.argv(d, f"s3://{bucket}", ["--part-size-mib", "5", "--jobs", "1"])
     p = subprocess.Popen(argv, env=ctx.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     upload_id, stored = None, []
@@ -564,8 +564,11 @@ def section_kill_resume(ctx, tmp):
           "resume: no new CreateMultipartUpload (the pending upload is resumed)")
     sent = sorted(int(dict(x.partition("=")[::2] for x in e["query"].split("&"))["partNumber"])
                   for e in reqs if e["method"] == "PUT" and query_has(e, "partNumber"))
+    said = [line for line in (err or "").splitlines() if "ckpt.pt" in line][:6]
     check(sent == sorted(set(range(1, 9)) - set(stored)),
-          f"resume: only the missing parts are sent ({sorted(set(range(1, 9)) - set(stored))}), not {sent}")
+          f"resume: only the missing parts are sent ({sorted(set(range(1, 9)) - set(stored))}), not {sent}; the tool "
+          f"said: {said}; the killed run's requests for ckpt.pt: "
+          f"{[(e['method'], e['query'], e.get('status')) for e in ctx.requests(bucket, m0) if key_of(e, bucket) == 'ckpt.pt']}")
     check(all(query_has(e, "uploadId", upload_id) for e in reqs if e["method"] == "PUT"),
           "resume: the parts go to the pending upload")
     completes = [e for e in reqs if e["method"] == "POST" and query_has(e, "uploadId")]

@@ -18,7 +18,7 @@
   - a checkpoint saved on 2 processes (one optimizer partition per rank) and resumed on 2 continues bit for bit
     as the uninterrupted 2-process run; one saved at TP=2 x DP=2 (a shard per TP rank) resumes bit for bit at
     that shape and on the same curve at TP=2 x DP=1, and at TP=1 the error names mds-ckpt-reshape;
-  - tensor parallelism: TP=2, TP=2 x DP=2 and a BLOOM-style model (ALiBi, embedding LayerNorm, recomputation) at
+  - tensor parallelism: TP=2 (also with --sync-tp-duplicated-parameters), TP=2 x DP=2 and a BLOOM-style model (ALiBi, embedding LayerNorm, recomputation) at
     TP=4 give one process's lm loss, grad norm, params norm and validation losses (relative 2e-6);
   - usage errors: heads or a world size TP does not divide, a world size the global batch does not divide, a malformed launcher
     variable.
@@ -148,6 +148,14 @@ def equivalence(tmp, data):
         check(all(o[0] == 0 for o in outs), f"TP={tp} on {world}: exits {[o[0] for o in outs]}: {outs[0][2][-800:]}")
         check(f"TP {tp} x PP 1 x DP {world // tp} over {world} processes" in outs[0][2], f"TP={tp} on {world}: layout not reported")
         same_curve(f"TP={tp} x DP={world // tp}", ref, curve(outs[-1][1]), rtol=2e-6)
+    # BMD's --sync-tp-duplicated-parameters: the LayerNorm copies averaged over TP before each step (equal copies
+    # here, so the same curve), reported at start-up.
+    outs = wait_all(start(flags(data, extra=["--tensor-model-parallel-size", "2", "--sync-tp-duplicated-parameters"]), 2,
+                          free_port()))
+    check(all(o[0] == 0 for o in outs), f"--sync-tp-duplicated-parameters: {outs[0][2][-800:]}")
+    check("--sync-tp-duplicated-parameters: 10 LayerNorm tensors averaged over the tensor-parallel group" in outs[0][2],
+          f"--sync-tp-duplicated-parameters: not reported: {outs[0][2][-600:]}")
+    same_curve("TP=2 with --sync-tp-duplicated-parameters", ref, curve(outs[-1][1]), rtol=2e-6)
     bloom = ["--position-embedding-type", "alibi", "--embed-layernorm", "--checkpoint-activations"]
     one_bloom = subprocess.run([TRAIN, *flags(data, extra=bloom)], capture_output=True, text=True, env=rank_env(0, 1, free_port()))
     outs = wait_all(start(flags(data, extra=[*bloom, "--tensor-model-parallel-size", "4"]), 4, free_port()))
@@ -312,6 +320,42 @@ def resume(tmp, data, ref):
     check(one.returncode != 0 and "mds-ckpt-reshape --target-tp 1" in one.stderr,
           f"a TP=2 checkpoint loaded at TP=1: exit {one.returncode}: {one.stderr[-400:]}")
     print(f"TP=2 x DP=2 saved at 10: resumed at the same shape bit for bit, at TP=2 x DP=1 within {worst:.1e}")
+    sync_tp_norms(tmp, data, tp_ckpt)
+
+
+def sync_tp_norms(tmp, data, tp_ckpt):
+    """--sync-tp-duplicated-parameters pulls LayerNorm copies that drifted apart back together: the TP=2 checkpoint
+    with TP rank 1's input_layernorm.weight of layer_03 set to 3 (rank 0's is about 1) resumed for one iteration at
+    --lr 0 saves the mean of the two copies on both ranks; without the flag each rank keeps its own."""
+    try:
+        import torch
+    except ImportError:
+        print("note: torch missing, --sync-tp-duplicated-parameters on drifted copies not checked")
+        return
+    src = tmp + "/ckpt-drifted"
+    shutil.copytree(tp_ckpt, src)
+    f1 = f"{src}/global_step10/layer_03-model_01-model_states.pt"
+    sd = torch.load(f1, weights_only=False)
+    sd["input_layernorm.weight"] = torch.full_like(sd["input_layernorm.weight"], 3.0)
+    torch.save(sd, f1)
+    rank0 = torch.load(f"{src}/global_step10/layer_03-model_00-model_states.pt", weights_only=False)["input_layernorm.weight"]
+    for sync in (True, False):
+        out = tmp + f"/ckpt-drifted-{'sync' if sync else 'nosync'}"
+        extra = ["--tensor-model-parallel-size", "2", "--load", src, "--no-load-optim", "--lr", "0", "--min-lr", "0",
+                 "--override-lr-scheduler",
+                 "--save", out, "--save-interval", "11", "--exit-interval", "11"] + (["--sync-tp-duplicated-parameters"] if sync else [])
+        outs = wait_all(start(flags(data, extra=extra), 2, free_port()))
+        if not check(all(o[0] == 0 for o in outs), f"drifted LayerNorms, sync={sync}: {[o[2][-600:] for o in outs]}"):
+            continue
+        w = [torch.load(f"{out}/global_step11/layer_03-model_0{t}-model_states.pt", weights_only=False)["input_layernorm.weight"]
+             for t in (0, 1)]
+        if sync:
+            check(torch.equal(w[0], w[1]) and torch.allclose(w[0], (rank0 + 3.0) / 2),
+                  f"--sync-tp-duplicated-parameters: the copies are {w[0][:3]} and {w[1][:3]}, expected their mean")
+        else:
+            check(torch.equal(w[0], rank0) and torch.equal(w[1], torch.full_like(w[1], 3.0)),
+                  "without --sync-tp-duplicated-parameters the LayerNorm copies should stay as loaded")
+    print("--sync-tp-duplicated-parameters: drifted LayerNorm copies (about 1 and 3) saved as their mean on both TP ranks")
 
 
 def read_until_iteration(proc, deadline):

@@ -270,6 +270,23 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     if (optimizer.partitioned())
         info("ZeRO stage 1: each rank holds the optimizer states of about " + std::to_string(optimizer.state_elements()) +
              " of " + std::to_string(model.parameter_count()) + " parameters");
+    // BMD's --sync-tp-duplicated-parameters (MixedFusedLayerNorm's layernorm_tp_auto_sync): the
+    // LayerNorm weights and biases, of which every tensor-parallel rank holds a copy, averaged over
+    // the group before they are used, so that replicas drifting apart (nondeterministic GPU
+    // reductions) are pulled back together. Here once per step and before evaluation: the
+    // parameters only change at the optimizer step, and averaging equal copies changes nothing.
+    std::vector<at::Tensor> tp_norms;
+    if (tp_size > 1 && args.model.sync_tp_duplicated_parameters) {
+        for (auto& p : model.parameters())
+            if (p.name.find("layernorm") != std::string::npos || p.name.rfind("word_embeddings.norm.", 0) == 0 ||
+                p.layer == model::final_norm_layer_index(cfg.num_layers))
+                tp_norms.push_back(p.tensor);
+        info("--sync-tp-duplicated-parameters: " + std::to_string(tp_norms.size()) +
+             " LayerNorm tensors averaged over the tensor-parallel group before each step");
+    }
+    auto sync_tp_norms = [&] {
+        if (!tp_norms.empty()) comm->all_reduce_sum(tp_norms, Group::Tensor, 1.0 / static_cast<double>(tp_size));
+    };
     // The data-parallel gradient all-reduce, started bucket by bucket during the last backward pass.
     std::unique_ptr<GradientReducer> reducer;
     if (comm && dp > 1) {
@@ -398,6 +415,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     auto evaluate = [&](const std::string& prefix, int split, std::int64_t& consumed_split) {
         c10::NoGradGuard no_grad;
         model.set_training(false);
+        sync_tp_norms();
         const std::int64_t nmb = calculator.num_micro_batches();
         double total = 0;
         for (std::int64_t it = 0; it < args.logging.eval_iters; ++it) {
@@ -447,6 +465,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         const std::int64_t tokens_per_sample = curriculum ? curriculum_seqlen : cfg.seq_length;
 
         optimizer.zero_grad();
+        sync_tp_norms();
         auto train_step = pipeline_step(0, consumed, nmb, seqlen);
         if (reducer && args.parallel.overlap_grad_reduce) train_step.before_last_backward = [&reducer] { reducer->arm(); };
         // Megatron divides each micro batch's loss by the number of micro batches.

@@ -422,6 +422,17 @@ def usage_errors(tmp, data):
         rc, _, err = outs[0]
         check(rc != 0 and want in err, f"{extra} on {world} processes: exit {rc}, expected an error with "
                                        f"{want!r}: {err[-600:]}")
+    # Two "nodes" of one rank each (LOCAL_WORLD_SIZE=1) at TP=2: the tensor-parallel group spans them, a warning says so.
+    port = free_port()
+    procs = []
+    for r in range(2):
+        env = rank_env(r, 2, port)
+        env.update(LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+        procs.append(subprocess.Popen([TRAIN, *flags(data, 5, ["--tensor-model-parallel-size", "2"])], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = wait_all(procs, timeout=300)
+    check(all(o[0] == 0 for o in outs) and "--tensor-model-parallel-size 2 spans 2 nodes of 1 ranks" in outs[0][2],
+          f"TP across nodes: {[o[0] for o in outs]} {outs[0][2][-600:]}")
     env = rank_env(0, 2, free_port())
     env["RANK"] = "2"
     r = subprocess.run([TRAIN, *flags(data, 5)], capture_output=True, text=True, env=env, timeout=60)

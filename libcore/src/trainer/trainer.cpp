@@ -184,6 +184,15 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
              std::to_string(world) + " processes (" + launch.launcher + ", rendezvous at " + launch.master_addr + ":" +
              std::to_string(launch.master_port) + ")");
 
+    // Tensor parallelism all-reduces activations in every layer: across nodes it runs at the speed of
+    // the network between them (BigScience's rule: TP within a node, PP across nodes).
+    if (comm && info_rank && launch.local_world_size >= 1 && tp_size > launch.local_world_size)
+        print_warning("--tensor-model-parallel-size " + std::to_string(tp_size) + " spans " +
+                      std::to_string((tp_size + launch.local_world_size - 1) / launch.local_world_size) + " nodes of " +
+                      std::to_string(launch.local_world_size) + " ranks (" + launch.source +
+                      "): tensor parallelism exchanges activations in every layer; keep it within a node and let "
+                      "--pipeline-model-parallel-size span the nodes");
+
     // Tokenizer → padded vocabulary, as Megatron's build_tokenizer.
     const auto tok = train::load_tokenizer(args.data);
     const std::int64_t vocab = static_cast<std::int64_t>(tok.vocab_size());

@@ -11,15 +11,19 @@ starts them (test_train_dp.py's launcher):
     that shape, on the same curve at TP=2 x PP=2 x DP=1, and at TP=1 x PP=1 the error names mds-ckpt-reshape;
     a bf16 TP=2 x PP=2 checkpoint reshaped by mds-ckpt-reshape to TP=1 x PP=1 (with its optimizer states) resumes on
     one process on the TP=2 x PP=2 run's curve, within bf16 rounding;
+  - a stage that hangs (SIGSTOP on the last stage) makes the first stage, waiting for its gradient, exit within the
+    timeout with an error naming it;
   - the 'parameters' partition method (DeepSpeed's weighting) trains on the same curve; a method that moves the embedding off the first stage
     (or the output layer off the last) is refused with a message, and so is a world size that is not TP x PP x DP.
 Exits 77 without LibTorch (no mds-train binary)."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 SOURCE = os.environ.get("MDS_SOURCE_DIR", ".")
 sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
@@ -27,7 +31,8 @@ sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
 import testkit  # noqa: E402
 from testkit import check  # noqa: E402
 import tiny_dataset  # noqa: E402
-from test_train_dp import BIN, TRAIN, curve, flags, free_port, rank_env, same_curve, start, wait_all  # noqa: E402
+from test_train_dp import (BIN, TRAIN, curve, flags, free_port, rank_env, read_until_iteration, same_curve, start,  # noqa: E402
+                           wait_all)
 
 
 def one_process(data, extra=(), layers=4):
@@ -143,6 +148,30 @@ def checkpoints(tmp, data, straight):
           f"within {worst:.1e} of the TP=2 x PP=2 run (lm loss {got[0][0][2]:.4f} -> {got[0][-1][2]:.4f})")
 
 
+def hung_stage(data):
+    procs = start(flags(data, 100000, ["--pipeline-model-parallel-size", "2", "--distributed-timeout-minutes", "0.25"],
+                        layers=4), 2, free_port())
+    ok = check(read_until_iteration(procs[1], time.time() + 300), "hung stage: no iteration line")
+    t0 = time.time()
+    if ok:
+        procs[1].send_signal(signal.SIGSTOP)
+    try:
+        _, err = procs[0].communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        procs[0].kill()
+        _, err = procs[0].communicate()
+        check(False, "hung stage: stage 0 still running 120 s later")
+    elapsed = time.time() - t0
+    procs[1].send_signal(signal.SIGCONT)
+    procs[1].kill()
+    procs[1].communicate()
+    if ok:
+        check(procs[0].returncode > 0 and "rank 1 stopped answering" in err,
+              f"hung stage: stage 0 exited {procs[0].returncode}: {err[-1500:]}")
+        print(f"last stage stopped: stage 0 exited {procs[0].returncode} after {elapsed:.1f} s: "
+              f"{err.strip().splitlines()[-1][:300]}")
+
+
 def usage_errors(data):
     cases = [
         (["--pipeline-model-parallel-size", "2", "--pp-partition-method", "type:layernorm"], 2,
@@ -163,6 +192,7 @@ def main():
         data = ["--data-path", prefix, "--vocab-file", vocab, "--merge-file", merges, "--split", "90,8,2"]
         full = equivalence(data)
         checkpoints(tmp, data, full)
+        hung_stage(data)
         usage_errors(data)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -6,6 +6,8 @@ starts them (test_train_dp.py's launcher):
     norm and params norm every iteration and the same validation losses, to fp32 tolerance; so does a BLOOM-style
     model (ALiBi, embedding LayerNorm, recomputation) at PP=2 x DP=2, and an uneven cut (3 layers over 2 stages);
   - only the last rank (the last stage) prints the iteration lines; rank 0 reports each stage's blocks;
+  - fp16 (Megatron's loss scaler, the same scales as one process) and bf16 at PP=2 x DP=2 stay on one process's
+    curve (relative 1e-3);
   - checkpoints: TP=2 x PP=2 x DP=2 saves one layer file per layer and TP rank (the tied embeddings only from the
     first stage), mp_rank_00..03 (pp * TP + tp) and one ZeRO-1 optimizer partition per rank; it resumes bit for bit at
     that shape, on the same curve at TP=2 x PP=2 x DP=1, and at TP=1 x PP=1 the error names mds-ckpt-reshape;
@@ -35,10 +37,13 @@ from test_train_dp import (BIN, TRAIN, curve, flags, free_port, rank_env, read_u
                            wait_all)
 
 
-def one_process(data, extra=(), layers=4):
+def one_process(data, extra=(), layers=4, stdout=None):
+    """One process's curve; `stdout`, a list, also gets its standard output."""
     r = subprocess.run([TRAIN, *flags(data, extra=extra, layers=layers)], capture_output=True, text=True,
                        env=rank_env(0, 1, free_port()), timeout=600)
     check(r.returncode == 0, f"one process {list(extra)}: exit {r.returncode}: {r.stderr[-1500:]}")
+    if stdout is not None:
+        stdout.append(r.stdout)
     return curve(r.stdout)
 
 
@@ -83,6 +88,22 @@ def equivalence(data):
     ref_bloom = one_process(data, bloom)
     outs = parallel(data, 1, 2, 2, bloom)
     same_curve("BLOOM-style (ALiBi, embedding LayerNorm, recomputation) PP=2 x DP=2", ref_bloom, curve(outs[-1][1]), rtol=2e-6)
+
+    # Mixed precision at PP=2 x DP=2: fp16 with Megatron's dynamic loss scaler (a scale of 4096 that stays clear of
+    # overflows: where one falls is at the mercy of the last bit of an fp16 gradient) and bf16.
+    for name, prec in (("fp16", ["--fp16", "--initial-loss-scale", "4096", "--loss-scale-window", "1000"]), ("bf16", ["--bf16"])):
+        raw = []
+        one_process(data, prec, stdout=raw)
+        outs = parallel(data, 1, 2, 2, prec)
+        # The fp16 lines carry a "loss scale" column between the loss and the grad norm.
+        unscaled = [re.sub(r"loss scale: \S+ \| ", "", text) for text in (raw[0], outs[-1][1])]
+        same_curve(f"{name} PP=2 x DP=2", curve(unscaled[0]), curve(unscaled[1]), rtol=1e-3)
+        if name == "fp16":
+            scales = re.findall(r"loss scale: (\S+) \|", outs[-1][1])
+            ref_scales = re.findall(r"loss scale: (\S+) \|", raw[0])
+            check(scales == ref_scales and len(ref_scales) >= 20,
+                  f"fp16: {len(scales)} loss scales {scales[:5]} vs one process {len(ref_scales)} {ref_scales[:5]}")
+            print(f"fp16 PP=2 x DP=2: loss scales {sorted(set(scales), key=float)} as one process")
 
     # 'parameters': with a vocabulary this large next to 64-wide blocks DeepSpeed gives the embedding's stage no block.
     outs = parallel(data, 1, 2, 1, ["--pp-partition-method", "parameters"])

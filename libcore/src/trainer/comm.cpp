@@ -21,7 +21,6 @@
 namespace mds::trainer {
 namespace {
 
-constexpr std::int64_t kBucketBytes = 25ll << 20;
 
 // c10 errors carry a C++ backtrace after the message: keep the message.
 std::string short_message(const std::exception& e) {
@@ -327,12 +326,12 @@ void Communicator::all_reduce_sum(const std::vector<at::Tensor>& tensors, Group 
     }
     std::size_t i = 0;
     while (i < tensors.size()) {
-        // A bucket: consecutive tensors of one dtype and device, up to kBucketBytes (at least one).
+        // A bucket: consecutive tensors of one dtype and device, up to kGradientBucketBytes (at least one).
         std::size_t j = i + 1;
         std::int64_t bytes = tensors[i].numel() * static_cast<std::int64_t>(tensors[i].element_size());
         while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() && tensors[j].device() == tensors[i].device()) {
             const auto b = tensors[j].numel() * static_cast<std::int64_t>(tensors[j].element_size());
-            if (bytes + b > kBucketBytes) break;
+            if (bytes + b > kGradientBucketBytes) break;
             bytes += b;
             ++j;
         }
@@ -418,15 +417,6 @@ void Communicator::exchange(const std::vector<Transfer>& transfers) {
         what += std::string(what.empty() ? "" : " and ") + (t.send ? "sending to rank " : "receiving from rank ") + std::to_string(peer);
     }
     impl_->run_p2p(what, peers, starts);
-}
-
-void Communicator::send(const at::Tensor& tensor, int dst) { exchange({{tensor, dst, true, 0}}); }
-
-void Communicator::recv(at::Tensor& tensor, int src) {
-    if (tensor.is_contiguous()) return exchange({{tensor, src, false, 0}});
-    auto buf = tensor.contiguous();
-    exchange({{buf, src, false, 0}});
-    tensor.copy_(buf);
 }
 
 void Communicator::barrier() {

@@ -17,7 +17,6 @@ struct GradientReducer::Impl {
         std::size_t ready = 0;
         at::Tensor flat;
         std::function<void()> wait;
-        bool started = false;
     };
     std::vector<model::Parameter>& params;
     Communicator& comm;
@@ -36,7 +35,6 @@ struct GradientReducer::Impl {
         std::fill(final_grad.begin(), final_grad.end(), false);
         for (auto& b : buckets) {
             b.ready = 0;
-            b.started = false;
             b.wait = nullptr;
             b.flat = at::Tensor();
         }
@@ -54,7 +52,6 @@ struct GradientReducer::Impl {
         }
         b.flat = grads.size() == 1 ? grads[0].clone() : at::cat(grads);
         b.wait = comm.start_all_reduce_sum(b.flat, Group::Data);
-        b.started = true;
     }
 
     // Called by the autograd engine once parameter i's gradient is accumulated.

@@ -301,7 +301,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     if (comm && dp > 1) {
         // DDP's 25 MiB, or zero_optimization.reduce_bucket_size elements of the gradients' dtype.
         const std::int64_t element = model.parameters().front().tensor.element_size();
-        const std::int64_t bucket_bytes = args.parallel.reduce_bucket_elements ? *args.parallel.reduce_bucket_elements * element : 25ll << 20;
+        const std::int64_t bucket_bytes = args.parallel.reduce_bucket_elements ? *args.parallel.reduce_bucket_elements * element : kGradientBucketBytes;
         reducer = std::make_unique<GradientReducer>(model.parameters(), *comm, 1.0 / static_cast<double>(dp), bucket_bytes);
         info("data-parallel gradients: " + std::to_string(reducer->buckets()) + " all-reduce bucket(s) of at most " +
              std::to_string(bucket_bytes) + " bytes, " +

@@ -24,6 +24,9 @@
 namespace mds::trainer {
 
 enum class Group { World, Tensor, Data, Pipeline, Embedding };
+
+// Gradients travel in flat buckets of at most this many bytes: DDP's default bucket_cap_mb (bench/dist).
+constexpr std::int64_t kGradientBucketBytes = 25ll << 20;
 const char* group_name(Group group);  // "data-parallel", ...
 
 struct CommOptions {
@@ -77,8 +80,6 @@ public:
         int tag = 0;
     };
     void exchange(const std::vector<Transfer>& transfers);
-    void send(const at::Tensor& tensor, int dst);
-    void recv(at::Tensor& tensor, int src);
 
     void barrier();
     // A last barrier, then the heartbeat stops: call before a normal exit so that rank 0, which

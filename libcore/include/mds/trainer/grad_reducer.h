@@ -16,16 +16,15 @@
 #include <vector>
 
 #include "mds/model/gpt_model.h"
+#include "mds/trainer/comm.h"  // kGradientBucketBytes
 
 namespace mds::trainer {
-
-class Communicator;
 
 class GradientReducer {
 public:
     // `params` and `comm` must outlive the reducer; `scale` multiplies the sums (1 / DP: a mean).
     GradientReducer(std::vector<model::Parameter>& params, Communicator& comm, double scale,
-                    std::int64_t bucket_bytes = 25ll << 20);
+                    std::int64_t bucket_bytes = kGradientBucketBytes);
     ~GradientReducer();
     GradientReducer(const GradientReducer&) = delete;
     GradientReducer& operator=(const GradientReducer&) = delete;

@@ -358,7 +358,8 @@ std::optional<std::int64_t> parse_slurm_duration(std::string_view text) {
     std::int64_t days = 0;
     if (const auto dash = text.find('-'); dash != std::string_view::npos) {
         const auto d = to_int(text.substr(0, dash));
-        if (!d || *d < 0) return std::nullopt;
+        // Slurm's longest limit is a year or so; anything past ~27,000 years is corrupt input (and would overflow).
+        if (!d || *d < 0 || *d > 10'000'000) return std::nullopt;
         days = *d;
         text.remove_prefix(dash + 1);
     }
@@ -369,7 +370,7 @@ std::optional<std::int64_t> parse_slurm_duration(std::string_view text) {
         // sacct prints fractional seconds for short steps ("00:00.123"): drop them.
         if (const auto dot = p.find('.'); dot != std::string_view::npos) p = p.substr(0, dot);
         const auto v = to_int(p);
-        if (!v || *v < 0) return std::nullopt;
+        if (!v || *v < 0 || *v > 1'000'000'000) return std::nullopt;
         total = total * 60 + *v;
     }
     return days * 86400 + total;

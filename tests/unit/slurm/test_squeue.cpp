@@ -289,6 +289,10 @@ TEST_CASE("times and durations") {
     CHECK(parse_slurm_duration("00:00.123") == 0);
     CHECK_FALSE(parse_slurm_duration("INVALID").has_value());
     CHECK_FALSE(parse_slurm_duration("-1:00").has_value());
+    // Overflow: a corrupt day count or field is refused, not wrapped (fuzz_squeue found 4477988020393345017-0:0:2001).
+    CHECK_FALSE(parse_slurm_duration("4477988020393345017-0:0:2001").has_value());
+    CHECK_FALSE(parse_slurm_duration("99999999999999999:00:00").has_value());
+    CHECK(parse_slurm_duration("365-00:00:00") == 365 * 86400);
     CHECK(format_duration(45) == "45s");
     CHECK(format_duration(723) == "12m 03s");
     CHECK(format_duration(3 * 3600 + 7 * 60) == "3h 07m");

@@ -17,6 +17,7 @@ starts them (test_train_dp.py's launcher):
     timeout with an error naming it;
   - the 'parameters' partition method (DeepSpeed's weighting) trains on the same curve; a method that moves the embedding off the first stage
     (or the output layer off the last) is refused with a message, and so is a world size that is not TP x PP x DP.
+  - --distributed-backend nccl on CPUs trains over Gloo (NCCL moves CUDA tensors only; tests/gpu covers it).
 Exits 77 without LibTorch (no mds-train binary)."""
 import os
 import re
@@ -47,11 +48,15 @@ def one_process(data, extra=(), layers=4, stdout=None):
     return curve(r.stdout)
 
 
-def parallel(data, tp, pp, dp, extra=(), layers=4):
+def parallel(data, tp, pp, dp, extra=(), layers=4, backend="gloo"):
     world = tp * pp * dp
     par = ["--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)]
-    outs = wait_all(start(flags(data, extra=[*extra, *par], layers=layers), world, free_port()))
+    args = flags(data, extra=[*extra, *par], layers=layers)
+    args[args.index("--distributed-backend") + 1] = backend
+    outs = wait_all(start(args, world, free_port()))
     name = f"TP={tp} x PP={pp} x DP={dp}"
+    # --distributed-backend is about GPUs: on CPUs the tensors travel over Gloo whatever it says.
+    check(", gloo)" in outs[0][2], f"{name} (--distributed-backend {backend}): rank 0 did not report Gloo")
     for r, (rc, out, err) in enumerate(outs):
         check(rc == 0, f"{name}: rank {r} exited {rc}: {err[-2000:]}")
         if r != world - 1:
@@ -70,7 +75,7 @@ def equivalence(data):
     ref = one_process(data)
     check(len(ref[0]) > 0 and ref[0][-1][2] < ref[0][0][2] - 0.3, "one process: the loss did not fall")
     for tp, pp, dp in ((1, 2, 1), (1, 4, 1), (2, 2, 1), (2, 2, 2)):
-        outs = parallel(data, tp, pp, dp)
+        outs = parallel(data, tp, pp, dp, backend="nccl" if (tp, pp, dp) == (1, 2, 1) else "gloo")
         stages = stage_cuts(outs)
         per = 4 // pp
         want = [(str(s), str(s * per), str((s + 1) * per)) for s in range(pp)]

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "comm_nccl.h"
 #include "mds/util/error.h"
 
 namespace mds::trainer {
@@ -67,10 +68,22 @@ const char* group_name(Group group) {
     return "?";
 }
 
+bool nccl_available() { return nccl::available(); }
+
 struct Communicator::Impl {
     struct ProcessGroup {
         std::vector<int> ranks;  // global ranks, sorted
-        c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;  // null for a group of one
+        c10::intrusive_ptr<c10d::Backend> pg;    // Gloo; null for a group of one
+        c10::intrusive_ptr<c10d::Backend> nccl;  // NCCL for CUDA tensors (--distributed-backend nccl); may be null
+
+        // The engine that moves `t`: NCCL for a CUDA tensor where there is one, Gloo otherwise.
+        bool is_nccl(const at::Tensor& t) const { return t.is_cuda() && nccl; }
+        const c10::intrusive_ptr<c10d::Backend>& for_tensor(const at::Tensor& t) const { return is_nccl(t) ? nccl : pg; }
+        int index_of(int global) const {
+            const auto it = std::find(ranks.begin(), ranks.end(), global);
+            if (it == ranks.end()) throw Error("rank " + std::to_string(global) + " is not in this group");
+            return static_cast<int>(it - ranks.begin());
+        }
     };
 
     dist::LaunchInfo launch;
@@ -87,6 +100,7 @@ struct Communicator::Impl {
     std::mutex stop_mutex;
     std::condition_variable stop_cv;
     std::thread beat;
+    bool finished = false;
 
     Impl(const dist::LaunchInfo& l, const dist::ParallelLayout& lay, const CommOptions& o) : launch(l), layout(lay), options(o) {}
 
@@ -199,7 +213,8 @@ struct Communicator::Impl {
 
     // Starts one collective; the returned function waits for it, turning a failure or a timeout into
     // an error that names the rank.
-    std::function<void()> start(const std::string& what, Group group, const std::function<c10::intrusive_ptr<c10d::Work>()>& begin) {
+    std::function<void()> start(const std::string& what, Group group, const std::function<c10::intrusive_ptr<c10d::Work>()>& begin,
+                                bool nccl = false) {
         const std::int64_t my_seq = ++seq[group_index(group)];
         const std::string where = what + " over the " + group_name(group) + " group (collective #" + std::to_string(my_seq) + ")";
         c10::intrusive_ptr<c10d::Work> work;
@@ -209,35 +224,74 @@ struct Communicator::Impl {
         } catch (const std::exception& e) {
             failure = short_message(e);
         }
-        return [this, where, my_seq, group, work, failure]() {
+        return [this, where, my_seq, group, work, failure, nccl]() {
             set_phase("in " + where);
             try {
                 if (!failure.empty()) throw Error(failure);
-                work->wait();
+                if (nccl) wait_nccl(*work);
+                else work->wait();
             } catch (const std::exception& e) {
                 const std::string cause = diagnose(groups.at(group).ranks, group, my_seq);
+                abort_nccl();
                 throw Error("rank " + std::to_string(rank()) + ": " + where + " failed: " + cause + " [" + short_message(e) + "]");
             }
             set_phase("computing");
         };
     }
 
+    // An NCCL work's wait() only makes the current CUDA stream wait for it; a peer that died or hangs
+    // would leave this rank queueing kernels behind it. So the host waits for the work to finish, at
+    // most the timeout (NCCL's own watchdog, given more, stays quiet), then syncs the stream.
+    void wait_nccl(c10d::Work& work) const {
+        const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+        auto pause = std::chrono::microseconds(20);
+        while (!work.isCompleted()) {
+            if (std::chrono::steady_clock::now() > deadline)
+                throw Error("timed out after " + std::to_string(options.timeout.count() / 1000) + " s (--distributed-timeout-minutes)");
+            std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, std::chrono::microseconds(1000));
+        }
+        work.wait();  // rethrows NCCL's error, if any
+    }
+
+    // After a failure the NCCL communicators may hold kernels that wait for a dead peer: abort them so
+    // that the process can report and exit.
+    void abort_nccl() {
+        for (auto& [g, pg] : groups)
+            if (pg.nccl) {
+                try {
+                    pg.nccl->abort();
+                } catch (const std::exception&) {
+                }
+            }
+    }
+
     // Runs one collective (start, then wait).
-    void run(const std::string& what, Group group, const std::function<c10::intrusive_ptr<c10d::Work>()>& begin) {
-        start(what, group, begin)();
+    void run(const std::string& what, Group group, const std::function<c10::intrusive_ptr<c10d::Work>()>& begin, bool nccl = false) {
+        start(what, group, begin, nccl)();
     }
 
     // Point-to-point transfers with `peers`, started together and waited for together, so that two
-    // ranks that send to each other do not wait on each other.
+    // ranks that send to each other do not wait on each other. On NCCL (`coalesce`) they go in one
+    // NCCL group call, as torch.distributed.batch_isend_irecv: NCCL runs a group's sends and receives
+    // together, where separate calls would block each other on the communicator's stream.
     void run_p2p(const std::string& what, const std::vector<int>& peers,
-                 const std::vector<std::function<c10::intrusive_ptr<c10d::Work>()>>& starts) {
+                 const std::vector<std::function<c10::intrusive_ptr<c10d::Work>()>>& starts,
+                 const c10::intrusive_ptr<c10d::Backend>& coalesce) {
         set_phase("in " + what);
         try {
-            std::vector<c10::intrusive_ptr<c10d::Work>> works;
-            for (const auto& start : starts) works.push_back(start());
-            for (auto& w : works) w->wait();
+            if (coalesce) {
+                coalesce->startCoalescing();
+                for (const auto& start : starts) (void)start();
+                wait_nccl(*coalesce->endCoalescing());
+            } else {
+                std::vector<c10::intrusive_ptr<c10d::Work>> works;
+                for (const auto& start : starts) works.push_back(start());
+                for (auto& w : works) w->wait();
+            }
         } catch (const std::exception& e) {
-            const std::string cause = diagnose(peers, Group::World, 0);
+            const std::string cause = diagnose(peers, Group::Pipeline, 0);
+            abort_nccl();
             throw Error("rank " + std::to_string(rank()) + ": " + what + " failed: " + cause + " [" + short_message(e) + "]");
         }
         set_phase("computing");
@@ -268,6 +322,10 @@ Communicator::Communicator(const dist::LaunchInfo& launch, const dist::ParallelL
     m.beat = std::thread([&m] { m.heartbeat_loop(); });
 
     const int r = launch.rank;
+    if (options.nccl_device) nccl::set_device(*options.nccl_device);
+    // NCCL's watchdog counts from the start of a collective, our wait from when the host needs it
+    // (a bucket may start early in backward): it gets twice as long, so that our error comes first.
+    const auto nccl_timeout = options.timeout * 2 + options.heartbeat * 4 + std::chrono::minutes(1);
     auto gloo_options = [&]() { return c10d::ProcessGroupGloo::Options::create_default(options.timeout); };
     auto build = [&](Group g, const std::string& prefix, const std::vector<std::vector<int>>& all) {
         for (std::size_t i = 0; i < all.size(); ++i) {
@@ -277,11 +335,15 @@ Communicator::Communicator(const dist::LaunchInfo& launch, const dist::ParallelL
             Impl::ProcessGroup pg;
             pg.ranks = ranks;
             if (ranks.size() > 1) {
-                const int index = static_cast<int>(it - ranks.begin());
-                auto store = c10::make_intrusive<c10d::PrefixStore>("mds/" + prefix + "/" + std::to_string(i), m.store);
+                const int index = static_cast<int>(it - ranks.begin()), size = static_cast<int>(ranks.size());
+                const std::string key = "mds/" + prefix + "/" + std::to_string(i);
                 m.set_phase("joining the " + std::string(group_name(g)) + " group");
                 try {
-                    pg.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, index, static_cast<int>(ranks.size()), gloo_options());
+                    pg.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(key, m.store), index,
+                                                                        size, gloo_options());
+                    if (options.nccl_device)
+                        pg.nccl = nccl::make_group(c10::make_intrusive<c10d::PrefixStore>(key + "/nccl", m.store), index, size, ranks,
+                                                   nccl_timeout, *options.nccl_device);
                 } catch (const std::exception& e) {
                     m.groups[g] = pg;
                     throw Error("rank " + std::to_string(r) + ": joining the " + group_name(g) + " group failed: " +
@@ -307,6 +369,7 @@ Communicator::Communicator(const dist::LaunchInfo& launch, const dist::ParallelL
 }
 
 Communicator::~Communicator() {
+    if (!impl_->finished) impl_->abort_nccl();
     impl_->stop_heartbeat();
 }
 
@@ -344,7 +407,7 @@ void Communicator::all_reduce_sum(const std::vector<at::Tensor>& tensors, Group 
             flat = at::cat(views);
         }
         std::vector<at::Tensor> buf{flat};
-        impl_->run("all_reduce", group, [&] { return g.pg->allreduce(buf); });
+        impl_->run("all_reduce", group, [&] { return g.for_tensor(flat)->allreduce(buf); }, g.is_nccl(flat));
         if (scale != 1.0) flat.mul_(scale);
         if (!(j - i == 1 && tensors[i].is_contiguous())) {
             std::int64_t off = 0;
@@ -369,7 +432,7 @@ std::function<void()> Communicator::start_all_reduce_sum(const at::Tensor& flat,
     if (!g.pg) return [] {};
     if (!flat.is_contiguous()) throw Error("start_all_reduce_sum needs a contiguous tensor");
     auto buf = std::make_shared<std::vector<at::Tensor>>(std::vector<at::Tensor>{flat});
-    auto wait = impl_->start("all_reduce", group, [&] { return g.pg->allreduce(*buf); });
+    auto wait = impl_->start("all_reduce", group, [&] { return g.for_tensor(flat)->allreduce(*buf); }, g.is_nccl(flat));
     return [wait, buf] { wait(); };
 }
 
@@ -380,7 +443,7 @@ void Communicator::all_reduce_max(const at::Tensor& tensor, Group group) {
     std::vector<at::Tensor> buf{tensor};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::MAX;
-    impl_->run("all_reduce (max)", group, [&] { return g.pg->allreduce(buf, opts); });
+    impl_->run("all_reduce (max)", group, [&] { return g.for_tensor(tensor)->allreduce(buf, opts); }, g.is_nccl(tensor));
 }
 
 std::vector<at::Tensor> Communicator::all_gather(const at::Tensor& input, Group group) {
@@ -389,34 +452,47 @@ std::vector<at::Tensor> Communicator::all_gather(const at::Tensor& input, Group 
     std::vector<at::Tensor> in{input.contiguous()};
     std::vector<std::vector<at::Tensor>> out(1);
     for (std::size_t i = 0; i < g.ranks.size(); ++i) out[0].push_back(at::empty_like(in[0]));
-    impl_->run("all_gather", group, [&] { return g.pg->allgather(out, in); });
+    impl_->run("all_gather", group, [&] { return g.for_tensor(input)->allgather(out, in); }, g.is_nccl(input));
     return out[0];
 }
 
 void Communicator::exchange(const std::vector<Transfer>& transfers) {
     if (transfers.empty()) return;
-    auto& g = impl_->group(Group::World);
-    if (!g.pg) throw Error("point-to-point transfers need more than one process");
+    auto& g = impl_->group(Group::Pipeline);
+    if (!g.pg) throw Error("point-to-point transfers need a pipeline of several stages");
+    const bool nccl = g.is_nccl(transfers.front().tensor);
+    const auto& backend = g.for_tensor(transfers.front().tensor);
+    // What the engine reads or fills. Gloo moves host memory only: CUDA tensors go through the host.
     std::vector<std::vector<at::Tensor>> bufs;
+    std::vector<std::pair<at::Tensor, std::size_t>> landing;  // (CUDA destination, its host buffer in bufs)
     std::vector<std::function<c10::intrusive_ptr<c10d::Work>()>> starts;
     std::vector<int> peers;
     std::string what;
     bufs.reserve(transfers.size());
     for (const auto& t : transfers) {
+        if (t.tensor.is_cuda() != transfers.front().tensor.is_cuda()) throw Error("one exchange moves tensors of one kind of device");
+        at::Tensor buf;
         if (t.send) {
-            bufs.push_back({t.tensor.contiguous()});
+            buf = t.tensor.contiguous();
+            if (!nccl && buf.is_cuda()) buf = buf.to(at::kCPU);
         } else {
             if (!t.tensor.is_contiguous()) throw Error("a receive needs a contiguous tensor");
-            bufs.push_back({t.tensor});
+            buf = t.tensor;
+            if (!nccl && buf.is_cuda()) {
+                buf = at::empty(t.tensor.sizes(), t.tensor.options().device(at::kCPU));
+                landing.emplace_back(t.tensor, bufs.size());
+            }
         }
-        auto* buf = &bufs.back();
-        const int peer = t.peer, tag = t.tag;
-        if (t.send) starts.push_back([&g, buf, peer, tag] { return g.pg->send(*buf, peer, tag); });
-        else starts.push_back([&g, buf, peer, tag] { return g.pg->recv(*buf, peer, tag); });
-        peers.push_back(peer);
-        what += std::string(what.empty() ? "" : " and ") + (t.send ? "sending to rank " : "receiving from rank ") + std::to_string(peer);
+        bufs.push_back({buf});
+        auto* b = &bufs.back();
+        const int peer = g.index_of(t.peer), tag = t.tag;
+        if (t.send) starts.push_back([&backend, b, peer, tag] { return backend->send(*b, peer, tag); });
+        else starts.push_back([&backend, b, peer, tag] { return backend->recv(*b, peer, tag); });
+        peers.push_back(t.peer);
+        what += std::string(what.empty() ? "" : " and ") + (t.send ? "sending to rank " : "receiving from rank ") + std::to_string(t.peer);
     }
-    impl_->run_p2p(what, peers, starts);
+    impl_->run_p2p(what, peers, starts, nccl ? backend : c10::intrusive_ptr<c10d::Backend>());
+    for (auto& [dst, i] : landing) dst.copy_(bufs[i][0]);
 }
 
 void Communicator::barrier() {
@@ -427,6 +503,9 @@ void Communicator::barrier() {
 
 void Communicator::finish() {
     barrier();
+    for (auto& [g, pg] : impl_->groups)
+        if (pg.nccl) pg.nccl->shutdown();
+    impl_->finished = true;
     impl_->stop_heartbeat();
 }
 

@@ -162,12 +162,25 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     // Rank 0 prints what one process would; the last rank prints the iteration lines and writes the
     // TensorBoard events, as Megatron's print_rank_0 / print_rank_last / is_last_rank.
     std::unique_ptr<Communicator> comm;
+    std::string engine = "gloo";
     const std::int64_t dp = args.parallel.data_parallel_size;
     if (world > 1) {
-        if (args.parallel.distributed_backend == "nccl" && device.is_cuda() && launch.rank == 0)
-            print_warning("--distributed-backend nccl is not wired yet: the gradients travel through Gloo (host memory)");
         CommOptions co;
         co.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.parallel.distributed_timeout_minutes * 60000.0));
+        // As torch.distributed: NCCL between GPUs, Gloo on CPUs (--distributed-backend is about GPUs).
+        if (args.parallel.distributed_backend == "nccl" && device.is_cuda()) {
+            if (!nccl_available())
+                throw UsageError("--distributed-backend nccl: this mds-train was built against a LibTorch without CUDA, so it has "
+                                 "no NCCL; use --distributed-backend gloo");
+            const auto gpus = static_cast<int>(at::getNumGPUs());
+            if (launch.local_world_size > gpus)
+                throw UsageError("--distributed-backend nccl: " + std::to_string(launch.local_world_size) + " ranks on this node (" +
+                                 launch.source + ") share " + std::to_string(gpus) +
+                                 " GPU(s), and NCCL needs a GPU of its own per rank; start one rank per GPU, or use "
+                                 "--distributed-backend gloo to share GPUs");
+            co.nccl_device = device;
+            engine = "nccl for CUDA tensors, gloo for host numbers";
+        }
         comm = std::make_unique<Communicator>(
             launch,
             dist::ParallelLayout(world, static_cast<int>(tp_size), static_cast<int>(pp_size)),
@@ -182,7 +195,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     if (comm)
         info("TP " + std::to_string(tp_size) + " x PP " + std::to_string(pp_size) + " x DP " + std::to_string(dp) + " over " +
              std::to_string(world) + " processes (" + launch.launcher + ", rendezvous at " + launch.master_addr + ":" +
-             std::to_string(launch.master_port) + ")");
+             std::to_string(launch.master_port) + ", " + engine + ")");
 
     // Tensor parallelism all-reduces activations in every layer: across nodes it runs at the speed of
     // the network between them (BigScience's rule: TP within a node, PP across nodes).

@@ -1,7 +1,10 @@
 // The process groups of a parallel training, on torch.distributed's own engines as LibTorch ships
 // them (c10d): a TCPStore rendezvous at MASTER_ADDR:MASTER_PORT held by rank 0, then one Gloo
-// process group (CPU tensors, or CUDA tensors staged through the host) for the world and one per
-// tensor-, data-, pipeline- and embedding-parallel group that holds this rank (dist/layout.h).
+// process group for the world and one per tensor-, data-, pipeline- and embedding-parallel group
+// that holds this rank (dist/layout.h). With --distributed-backend nccl on GPUs each of these groups
+// also gets an NCCL process group, which moves the CUDA tensors (activations, gradients, ZeRO's
+// gathers, pipeline transfers); Gloo keeps the host-side numbers (loss scaler, norms) and the
+// barrier. Without NCCL, Gloo moves CUDA tensors too (through host memory).
 //
 // A rank that dies or hangs must not leave the others waiting until the SLURM time limit: every
 // collective waits at most the timeout (--distributed-timeout-minutes), and when one fails, the
@@ -15,6 +18,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +36,12 @@ const char* group_name(Group group);  // "data-parallel", ...
 struct CommOptions {
     std::chrono::milliseconds timeout{std::chrono::minutes(10)};
     std::chrono::milliseconds heartbeat{std::chrono::seconds(1)};
+    // NCCL groups for CUDA tensors on this device (made the process's current one); none: Gloo only.
+    std::optional<c10::Device> nccl_device;
 };
+
+// Whether this build has NCCL process groups (LibTorch was a CUDA build).
+bool nccl_available();
 
 class Communicator {
 public:
@@ -69,7 +78,7 @@ public:
     // Every member's `input` (same shape and dtype everywhere), in group order.
     std::vector<at::Tensor> all_gather(const at::Tensor& input, Group group);
 
-    // Point to point, between global ranks (pipeline activations and their gradients). `exchange`
+    // Point to point, between global ranks of one pipeline (activations and their gradients). `exchange`
     // starts all its transfers before waiting for any (Megatron's batched isend/irecv), so that a
     // stage sending forward while its neighbour sends back does not deadlock; messages between two
     // ranks with one tag arrive in order. A received tensor must be contiguous.

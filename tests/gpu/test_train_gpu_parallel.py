@@ -9,11 +9,9 @@ tests/integration/test_train_pp.py repeated on CUDA tensors:
     other exit within the timeout naming it. With one GPU, two NCCL ranks on it are refused up front with a message
     that says to use one GPU per rank or Gloo (NCCL puts no two ranks of a communicator on one GPU)."""
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 SOURCE = os.environ.get("MDS_SOURCE_DIR", ".")
 sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
@@ -21,7 +19,8 @@ sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
 import testkit  # noqa: E402
 from testkit import check  # noqa: E402
 import tiny_dataset  # noqa: E402
-from test_train_dp import BIN, TRAIN, curve, flags, free_port, rank_env, read_until_iteration, same_curve, wait_all  # noqa: E402
+from test_train_dp import BIN, TRAIN, curve, flags, free_port, rank_env, same_curve, start, wait_all  # noqa: E402
+from test_train_pp import HUNG_STAGE, hung_stage  # noqa: E402
 
 if not os.path.exists(TRAIN):
     print("SKIP: mds-train not built")
@@ -42,11 +41,6 @@ def gpu_flags(data, backend, extra=(), iters=None, layers=4):
     return args
 
 
-def start(args, world, port):
-    return [subprocess.Popen([TRAIN, *args], env=rank_env(r, world, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True) for r in range(world)]
-
-
 def parallel(data, backend, tp, pp, dp, ref):
     world = tp * pp * dp
     name = f"{backend}: TP={tp} x PP={pp} x DP={dp}"
@@ -57,28 +51,6 @@ def parallel(data, backend, tp, pp, dp, ref):
     engine = "nccl for CUDA tensors" if backend == "nccl" else ", gloo)"
     check(engine in outs[0][2], f"{name}: rank 0 did not report {engine!r}: {outs[0][2][-800:]}")
     same_curve(name, ref, curve(outs[-1][1]), rtol=1e-4)
-
-
-def hung_stage(data):
-    procs = start(gpu_flags(data, "nccl", ["--pipeline-model-parallel-size", "2", "--distributed-timeout-minutes", "0.25"],
-                            iters=100000), 2, free_port())
-    ok = check(read_until_iteration(procs[1], time.time() + 300), "nccl hung stage: no iteration line")
-    t0 = time.time()
-    if ok:
-        procs[1].send_signal(signal.SIGSTOP)
-    try:
-        _, err = procs[0].communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        procs[0].kill()
-        _, err = procs[0].communicate()
-        check(False, "nccl hung stage: stage 0 still running 120 s later")
-    procs[1].send_signal(signal.SIGCONT)
-    procs[1].kill()
-    procs[1].communicate()
-    if ok:
-        check(procs[0].returncode > 0 and "rank 1 stopped answering" in err,
-              f"nccl hung stage: stage 0 exited {procs[0].returncode}: {err[-1500:]}")
-        print(f"nccl, last stage stopped: stage 0 exited {procs[0].returncode} after {time.time() - t0:.1f} s")
 
 
 def main():
@@ -102,7 +74,7 @@ def main():
                 parallel(data, "nccl", 2, 2, 1, ref)
             if gpus >= 8:
                 parallel(data, "nccl", 2, 2, 2, ref)
-            hung_stage(data)
+            hung_stage(data, gpu_flags(data, "nccl", HUNG_STAGE, iters=100000), "nccl hung stage")
         else:
             outs = wait_all(start(gpu_flags(data, "nccl", ["--tensor-model-parallel-size", "2"], iters=5), 2, free_port()),
                             timeout=300)

@@ -174,10 +174,15 @@ def checkpoints(tmp, data, straight):
           f"within {worst:.1e} of the TP=2 x PP=2 run (lm loss {got[0][0][2]:.4f} -> {got[0][-1][2]:.4f})")
 
 
-def hung_stage(data):
-    procs = start(flags(data, 100000, ["--pipeline-model-parallel-size", "2", "--distributed-timeout-minutes", "0.25"],
-                        layers=4), 2, free_port())
-    ok = check(read_until_iteration(procs[1], time.time() + 300), "hung stage: no iteration line")
+HUNG_STAGE = ["--pipeline-model-parallel-size", "2", "--distributed-timeout-minutes", "0.25"]
+
+
+def hung_stage(data, args=None, name="hung stage"):
+    """Stops the last of 2 stages (SIGSTOP); stage 0 must exit within the timeout naming it. `args`: the command line
+    (by default flags() with HUNG_STAGE, on CPU)."""
+    args = args or flags(data, 100000, HUNG_STAGE, layers=4)
+    procs = start(args, 2, free_port())
+    ok = check(read_until_iteration(procs[1], time.time() + 300), f"{name}: no iteration line")
     t0 = time.time()
     if ok:
         procs[1].send_signal(signal.SIGSTOP)
@@ -186,15 +191,15 @@ def hung_stage(data):
     except subprocess.TimeoutExpired:
         procs[0].kill()
         _, err = procs[0].communicate()
-        check(False, "hung stage: stage 0 still running 120 s later")
+        check(False, f"{name}: stage 0 still running 120 s later")
     elapsed = time.time() - t0
     procs[1].send_signal(signal.SIGCONT)
     procs[1].kill()
     procs[1].communicate()
     if ok:
         check(procs[0].returncode > 0 and "rank 1 stopped answering" in err,
-              f"hung stage: stage 0 exited {procs[0].returncode}: {err[-1500:]}")
-        print(f"last stage stopped: stage 0 exited {procs[0].returncode} after {elapsed:.1f} s: "
+              f"{name}: stage 0 exited {procs[0].returncode}: {err[-1500:]}")
+        print(f"{name}, last stage stopped: stage 0 exited {procs[0].returncode} after {elapsed:.1f} s: "
               f"{err.strip().splitlines()[-1][:300]}")
 
 

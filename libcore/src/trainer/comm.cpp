@@ -97,6 +97,7 @@ struct Communicator::Impl {
     std::mutex phase_mutex;
     std::string phase = "joining";
     std::atomic<bool> stop{false};
+    std::atomic<bool> publish_now{false};  // a heartbeat now, not at the next period
     std::mutex stop_mutex;
     std::condition_variable stop_cv;
     std::thread beat;
@@ -148,7 +149,7 @@ struct Communicator::Impl {
                 // Rank 0 is gone: the main thread finds out at its next collective and says so.
             }
             std::unique_lock<std::mutex> lock(stop_mutex);
-            stop_cv.wait_for(lock, options.heartbeat, [&] { return stop.load(); });
+            stop_cv.wait_for(lock, options.heartbeat, [&] { return stop.load() || publish_now.exchange(false); });
         }
     }
 
@@ -366,6 +367,12 @@ Communicator::Communicator(const dist::LaunchInfo& launch, const dist::ParallelL
         throw;
     }
     m.set_phase("computing");
+    // Joined: say so now, so that a rank stopped in its first second does not read as still joining.
+    {
+        std::lock_guard<std::mutex> lock(m.stop_mutex);
+        m.publish_now = true;
+    }
+    m.stop_cv.notify_all();
 }
 
 Communicator::~Communicator() {

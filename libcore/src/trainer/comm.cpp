@@ -386,6 +386,40 @@ const dist::ParallelLayout& Communicator::layout() const { return impl_->layout;
 dist::Coordinates Communicator::coordinates() const { return impl_->layout.coordinates(rank()); }
 std::vector<int> Communicator::members(Group group) const { return impl_->groups.at(group).ranks; }
 
+std::vector<std::pair<std::size_t, std::size_t>> cut_buckets(const std::vector<at::Tensor>& tensors, std::int64_t max_bytes) {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    std::int64_t bytes = 0;
+    for (std::size_t k = 0; k < tensors.size(); ++k) {
+        const auto& t = tensors[k];
+        const std::int64_t b = t.numel() * static_cast<std::int64_t>(t.element_size());
+        const auto& first = out.empty() ? t : tensors[out.back().first];
+        if (out.empty() || bytes + b > max_bytes || first.scalar_type() != t.scalar_type() || first.device() != t.device()) {
+            out.emplace_back(k, k);
+            bytes = 0;
+        }
+        out.back().second = k + 1;
+        bytes += b;
+    }
+    return out;
+}
+
+at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
+    if (tensors.size() == 1) return tensors[0].reshape({-1}).clone();
+    std::vector<at::Tensor> views;
+    views.reserve(tensors.size());
+    for (const auto& t : tensors) views.push_back(t.reshape({-1}));
+    return at::cat(views);
+}
+
+void unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& into) {
+    std::int64_t off = 0;
+    for (const auto& t : into) {
+        const auto n = t.numel();
+        t.copy_(flat.narrow(0, off, n).view(t.sizes()));
+        off += n;
+    }
+}
+
 void Communicator::all_reduce_sum(const std::vector<at::Tensor>& tensors, Group group, double scale) {
     c10::NoGradGuard no_grad;
     auto& g = impl_->group(group);
@@ -394,37 +428,16 @@ void Communicator::all_reduce_sum(const std::vector<at::Tensor>& tensors, Group 
             for (const auto& t : tensors) t.mul_(scale);
         return;
     }
-    std::size_t i = 0;
-    while (i < tensors.size()) {
-        // A bucket: consecutive tensors of one dtype and device, up to kGradientBucketBytes (at least one).
-        std::size_t j = i + 1;
-        std::int64_t bytes = tensors[i].numel() * static_cast<std::int64_t>(tensors[i].element_size());
-        while (j < tensors.size() && tensors[j].scalar_type() == tensors[i].scalar_type() && tensors[j].device() == tensors[i].device()) {
-            const auto b = tensors[j].numel() * static_cast<std::int64_t>(tensors[j].element_size());
-            if (bytes + b > kGradientBucketBytes) break;
-            bytes += b;
-            ++j;
-        }
-        at::Tensor flat;
-        if (j - i == 1 && tensors[i].is_contiguous()) {
-            flat = tensors[i].view({-1});
-        } else {
-            std::vector<at::Tensor> views;
-            for (std::size_t k = i; k < j; ++k) views.push_back(tensors[k].reshape({-1}));
-            flat = at::cat(views);
-        }
+    for (const auto& [i, j] : cut_buckets(tensors, kGradientBucketBytes)) {
+        // A lone contiguous tensor is reduced in place; several travel as one flat copy.
+        const bool in_place = j - i == 1 && tensors[i].is_contiguous();
+        const auto first = tensors.begin();
+        const std::vector<at::Tensor> bucket(first + static_cast<std::ptrdiff_t>(i), first + static_cast<std::ptrdiff_t>(j));
+        at::Tensor flat = in_place ? tensors[i].view({-1}) : flatten(bucket);
         std::vector<at::Tensor> buf{flat};
         impl_->run("all_reduce", group, [&] { return g.for_tensor(flat)->allreduce(buf); }, g.is_nccl(flat));
         if (scale != 1.0) flat.mul_(scale);
-        if (!(j - i == 1 && tensors[i].is_contiguous())) {
-            std::int64_t off = 0;
-            for (std::size_t k = i; k < j; ++k) {
-                const auto n = tensors[k].numel();
-                tensors[k].copy_(flat.narrow(0, off, n).view(tensors[k].sizes()));
-                off += n;
-            }
-        }
-        i = j;
+        if (!in_place) unflatten(flat, bucket);
     }
 }
 

@@ -48,9 +48,9 @@ struct GradientReducer::Impl {
         for (auto i : b.params) {
             auto& t = params[i].tensor;
             if (!t.grad().defined()) t.mutable_grad() = at::zeros_like(t);
-            grads.push_back(t.grad().reshape({-1}));
+            grads.push_back(t.grad());
         }
-        b.flat = grads.size() == 1 ? grads[0].clone() : at::cat(grads);
+        b.flat = flatten(grads);
         b.wait = comm.start_all_reduce_sum(b.flat, Group::Data);
     }
 
@@ -82,21 +82,16 @@ GradientReducer::GradientReducer(std::vector<model::Parameter>& params, Communic
     auto& m = *impl_;
     m.bucket_of.assign(params.size(), 0);
     m.final_grad.assign(params.size(), false);
-    // Reverse order, one dtype and device per bucket, at most bucket_bytes (at least one parameter).
-    std::int64_t bytes = 0;
-    for (std::size_t k = params.size(); k-- > 0;) {
-        const auto& t = params[k].tensor;
-        const std::int64_t b = t.numel() * static_cast<std::int64_t>(t.element_size());
-        const bool fits = !m.buckets.empty() && bytes + b <= bucket_bytes &&
-                          params[m.buckets.back().params.front()].tensor.scalar_type() == t.scalar_type() &&
-                          params[m.buckets.back().params.front()].tensor.device() == t.device();
-        if (!fits) {
-            m.buckets.emplace_back();
-            bytes = 0;
+    // Reverse order (backward produces the last layers' gradients first), as DDP.
+    std::vector<at::Tensor> reversed;
+    for (std::size_t k = params.size(); k-- > 0;) reversed.push_back(params[k].tensor);
+    for (const auto& [begin, end] : cut_buckets(reversed, bucket_bytes)) {
+        auto& b = m.buckets.emplace_back();
+        for (std::size_t j = begin; j < end; ++j) {
+            const std::size_t k = params.size() - 1 - j;
+            b.params.push_back(k);
+            m.bucket_of[k] = m.buckets.size() - 1;
         }
-        m.buckets.back().params.push_back(k);
-        m.bucket_of[k] = m.buckets.size() - 1;
-        bytes += b;
     }
     for (std::size_t k = 0; k < params.size(); ++k)
         torch::autograd::impl::set_post_acc_grad_hooks(params[k].tensor, std::make_unique<Hook>([w = std::weak_ptr<Impl>(impl_), k] {
@@ -128,13 +123,9 @@ void GradientReducer::finish() {
     for (auto& b : m.buckets) {
         b.wait();
         if (m.scale != 1.0) b.flat.mul_(m.scale);
-        std::int64_t off = 0;
-        for (auto i : b.params) {
-            auto& g = m.params[i].tensor.mutable_grad();
-            const auto n = g.numel();
-            g.copy_(b.flat.narrow(0, off, n).view(g.sizes()));
-            off += n;
-        }
+        std::vector<at::Tensor> grads;
+        for (auto i : b.params) grads.push_back(m.params[i].tensor.grad());
+        unflatten(b.flat, grads);
         b.flat = at::Tensor();
         b.wait = nullptr;
     }

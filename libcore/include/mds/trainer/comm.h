@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mds/dist/launch.h"
@@ -32,6 +33,13 @@ enum class Group { World, Tensor, Data, Pipeline, Embedding };
 // Gradients travel in flat buckets of at most this many bytes: DDP's default bucket_cap_mb (bench/dist).
 constexpr std::int64_t kGradientBucketBytes = 25ll << 20;
 const char* group_name(Group group);  // "data-parallel", ...
+
+// Cuts `tensors`, in the order given, into buckets: runs of one dtype and device of at most
+// `max_bytes` (at least one tensor each). Returns each bucket's [begin, end) in `tensors`.
+std::vector<std::pair<std::size_t, std::size_t>> cut_buckets(const std::vector<at::Tensor>& tensors, std::int64_t max_bytes);
+// The tensors of a bucket as one flat tensor (a copy), and the flat values written back into them.
+at::Tensor flatten(const std::vector<at::Tensor>& tensors);
+void unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& into);
 
 struct CommOptions {
     std::chrono::milliseconds timeout{std::chrono::minutes(10)};

@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
         app.add_option("--region", region, "S3: the region signed for (default: $AWS_REGION, $AWS_DEFAULT_REGION, ~/.aws/config, us-east-1)");
         app.add_option("--part-size-mib", part_size_mib, "S3: files larger than this go up in parts of this size (MiB)")
             ->capture_default_str()
-            ->check(CLI::Range(5, 5120));
-        app.add_option("--jobs", o.jobs, "LFS files (S3: files or parts) uploaded at once")->capture_default_str()->check(CLI::Range(1, 64));
+            ->check(mds::number_in(5, 5120));
+        app.add_option("--jobs", o.jobs, "LFS files (S3: files or parts) uploaded at once")->capture_default_str()->check(mds::number_in(1, 64));
         app.add_option("--message", o.commit_message, "Commit message (default: mds-hub-sync: N file(s))");
         app.add_option("--state-file", o.state_file,
                        "Digest cache and lock (default: LOCAL_DIR/.cache/mds-hub-sync/<repo>.json)");

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
         app.add_flag("--split-sentences", split_sentences, "Not supported (needs NLTK punkt); an error if given");
         app.option_defaults()->group("Execution");
         app.add_option("--workers", opt.workers, "Tokenizing threads; the output does not depend on it")
-            ->default_str("1")->check(CLI::Range(1u, 1024u));
+            ->default_str("1")->check(mds::number_in(1, 1024));
         mds::add_skip_bad_lines_flag(app, opt.skip_bad_lines);
         mds::add_progress_flags(app, progress);
         mds::add_json_flag(app, json);

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
         app.add_option("--split", opt.split, "Train/valid/test proportions of the documents, comma or '/' separated")
             ->default_str("969, 30, 1");
         app.add_option("--seq-length", opt.seq_length, "Tokens per sample (each sample holds seq-length + 1 ids)")
-            ->required()->check(CLI::Range(2, 1 << 30));
+            ->required()->check(mds::number_in(2, 1 << 30));
         app.add_option("--seed", opt.seed, "Seed of numpy's RandomState for the shuffles")->default_str("1234");
         app.add_option("--last-epoch-cutoff", opt.cutoff_last_epoch, "Not a Megatron flag: shuffle the last epoch "
                                                                      "separately below this fraction of an epoch; 0.80 "

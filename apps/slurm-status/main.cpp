@@ -44,12 +44,12 @@ int main(int argc, char** argv) {
         app.add_option("--partition", partitions, "Only jobs in these partitions (repeatable or comma-separated)");
         app.add_option("--max-pending-hours", o.watch.max_pending_hours,
                        "A job PENDING longer than this counts as not scheduled (for exclusive allocations; default: off)")
-            ->check(CLI::NonNegativeNumber);
+            ->check(mds::non_negative_number());
 
         app.add_option("--log-file", o.watch.log_file, "The training's main log, for --stall-minutes")->group("Stall");
         app.add_option("--stall-minutes", o.watch.stall_minutes,
                        "Alert when the job runs but --log-file gets no new iteration line for this long")
-            ->check(CLI::PositiveNumber)
+            ->check(mds::positive_number())
             ->group("Stall");
 
         app.add_option("--watch-disk", disks,
@@ -75,12 +75,12 @@ int main(int argc, char** argv) {
         app.add_option("--renotify-hours", o.policy.renotify_hours,
                        "Send an alert that is still true again after this many hours (0: every run)")
             ->capture_default_str()
-            ->check(CLI::NonNegativeNumber)
+            ->check(mds::non_negative_number())
             ->group("Alerts");
         app.add_option("--unreachable-after", o.policy.unreachable_after,
                        "Send 'cannot reach the scheduler' only after this many runs in a row failed")
             ->capture_default_str()
-            ->check(CLI::PositiveNumber)
+            ->check(mds::positive_number())
             ->group("Alerts");
         app.add_option("--append-to", o.append_to, "Also append every line to this file (the log of logs)")->group("Alerts");
 
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
             ->group("SLURM");
         app.add_option("--timeout", o.timeout_s, "Seconds a squeue / sacct call may take")
             ->capture_default_str()
-            ->check(CLI::PositiveNumber)
+            ->check(mds::positive_number())
             ->group("SLURM");
         app.add_flag("-v,--verbose", o.verbose, "Say on stderr which commands ran and how long they took");
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;

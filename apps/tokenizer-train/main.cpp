@@ -68,15 +68,15 @@ int main(int argc, char** argv) {
         app.option_defaults()->group("Model");
         app.add_option("--vocab-size", opt.bpe.vocab_size, "Size of the vocabulary: 256 byte symbols + learned tokens + "
                                                            "special tokens")->type_name("N")->required()
-            ->check(CLI::Range(std::size_t{257}, std::size_t{1} << 30));
+            ->check(mds::number_in(257, 1 << 30));
         app.add_option("--min-frequency", opt.bpe.min_frequency, "Stop when the most frequent pair occurs fewer times")
-            ->default_str("2")->type_name("N")->check(CLI::PositiveNumber);
+            ->default_str("2")->type_name("N")->check(mds::positive_number());
         app.add_option("--special-tokens", opt.bpe.special_tokens, "Tokens appended after the learned ones, in order "
                                                                    "(the first is the end-of-document token)")
             ->default_str("<|endoftext|>")->type_name("TOKEN...")->expected(0, CLI::detail::expected_max_vector_size);
         app.option_defaults()->group("Execution");
         app.add_option("--workers", opt.workers, "Counting threads; the output does not depend on it")
-            ->default_str("1")->type_name("N")->check(CLI::Range(1u, 1024u));
+            ->default_str("1")->type_name("N")->check(mds::number_in(1, 1024));
         mds::add_skip_bad_lines_flag(app, opt.skip_bad_lines);
         mds::add_progress_flags(app, progress);
         mds::add_json_flag(app, json);

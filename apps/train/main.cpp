@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
                        "ISO 3166 alpha-3 country of the data centre, for the carbon intensity of --codecarbon-dir")
             ->default_str("FRA")->group(g);
         app.add_option("--pue", run.pue, "Power usage effectiveness of the data centre (energy multiplier)")
-            ->default_str("1.0")->check(CLI::Range(1.0, 10.0))->group(g);
+            ->default_str("1.0")->check(mds::number_in(1.0, 10.0))->group(g);
         mds::observe::add_loss_alert_flags(app, run.alert, run.alert_command);
         mds::train::DryRunOptions dry;
         bool json = false;

@@ -1,12 +1,61 @@
 #include "mds/util/cli.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 
 #include "mds/util/tool.h"
 
 namespace mds {
 
+namespace {
+
+// Last value wins for single-value options of `app` and its subcommands (CLI11 refuses a repeat).
+void take_last_values(CLI::App& app) {
+    for (CLI::Option* o : app.get_options())
+        if (o->get_expected_max() == 1 && o->get_multi_option_policy() == CLI::MultiOptionPolicy::Throw)
+            o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) take_last_values(*sub);
+}
+
+}  // namespace
+
+std::string format_number(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return buf;
+}
+
+CLI::Validator number_in(double lo, double hi, bool lo_open) {
+    const bool has_lo = std::isfinite(lo), has_hi = std::isfinite(hi);
+    std::string bounds;
+    if (has_lo && has_hi && !lo_open) bounds = "between " + format_number(lo) + " and " + format_number(hi);
+    else if (has_lo && has_hi) bounds = "greater than " + format_number(lo) + " and at most " + format_number(hi);
+    else if (has_lo) bounds = (lo_open ? "greater than " : "at least ") + format_number(lo);
+    else if (has_hi) bounds = "at most " + format_number(hi);
+    const std::string expect = "a finite number" + (bounds.empty() ? std::string() : " " + bounds);
+    auto check = [=](std::string& input) -> std::string {
+        const char* s = input.c_str();
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(s, &end);
+        while (end && *end == ' ') ++end;
+        if (end == s || *end != '\0') return "'" + input + "' is not a number; expected " + expect;
+        if (!std::isfinite(v)) return "'" + input + "' is not finite; expected " + expect;
+        if ((has_lo && (lo_open ? v <= lo : v < lo)) || (has_hi && v > hi))
+            return "'" + input + "' is out of range; expected " + expect;
+        return {};
+    };
+    return CLI::Validator(check, expect, "NUMBER");
+}
+
+CLI::Validator positive_number() { return number_in(0, std::numeric_limits<double>::infinity(), true); }
+CLI::Validator non_negative_number() { return number_in(0, std::numeric_limits<double>::infinity()); }
+
 std::optional<int> parse_cli(CLI::App& app, int argc, char** argv) {
+    take_last_values(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp&) {
@@ -56,7 +105,7 @@ void add_progress_flags(CLI::App& app, ProgressFlags& flags) {
         ->default_str("auto");
     app.add_option("--progress-interval", flags.interval_s, "Seconds between plain progress lines")
         ->default_str("30")
-        ->check(CLI::PositiveNumber);
+        ->check(positive_number());
     add_quiet_flag(app, flags.quiet);
 }
 

@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "mds/util/error.h"
+#include "mds/util/safe_paths.h"
 
 namespace mds {
 
@@ -124,16 +125,10 @@ void write_all(int fd, const char* p, std::size_t n, const std::string& path) {
     }
 }
 
-std::string temp_name_for(const std::string& final_path) {
-    auto slash = final_path.rfind('/');
-    std::string dir = slash == std::string::npos ? "" : final_path.substr(0, slash + 1);
-    std::string base = slash == std::string::npos ? final_path : final_path.substr(slash + 1);
-    return dir + "." + base + ".tmp-" + std::to_string(::getpid());
-}
 }  // namespace
 
 AtomicOutput::AtomicOutput(std::string final_path, std::size_t buffer_bytes)
-    : final_path_(std::move(final_path)), temp_path_(temp_name_for(final_path_)), buffer_bytes_(buffer_bytes) {
+    : final_path_(std::move(final_path)), temp_path_(temp_path_for(final_path_)), buffer_bytes_(buffer_bytes) {
     cleanup_slot_ = cleanup_register(temp_path_);
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) {
@@ -226,6 +221,14 @@ void write_file_atomic(const std::string& path, std::string_view content) {
 
 std::string read_file(const std::string& path) {
     MappedFile f(path);
+    return std::string(reinterpret_cast<const char*>(f.data()), f.size());
+}
+
+std::string read_file(const std::string& path, std::uint64_t max_bytes, const std::string& what) {
+    MappedFile f(path);
+    if (f.size() > max_bytes)
+        throw Error(path + ": " + std::to_string(f.size()) + " bytes; a " + what + " has at most " + std::to_string(max_bytes) +
+                    " (is this the right file?)");
     return std::string(reinterpret_cast<const char*>(f.data()), f.size());
 }
 

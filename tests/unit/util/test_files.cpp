@@ -214,6 +214,9 @@ TEST_CASE("files: MappedFile, read_file, write_file_atomic, file_size") {
     CHECK(mds::read_file((dir / "w").string()) == std::string("a\0b", 3));
     mds::write_file_atomic((dir / "w").string(), "replaced");
     CHECK(mds::read_file((dir / "w").string()) == "replaced");
+    CHECK(mds::read_file((dir / "w").string(), 8, "state file") == "replaced");
+    CHECK_THROWS_WITH_AS((void)mds::read_file((dir / "w").string(), 7, "state file"),
+                         doctest::Contains("8 bytes; a state file has at most 7"), mds::Error);
 
     mds::MappedFile a((dir / "w").string());
     CHECK(a.size() == 8);

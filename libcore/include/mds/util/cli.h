@@ -14,7 +14,20 @@ namespace mds {
 
 // Parses argv. Returns an exit status when the tool must stop now (0 after --help/--version,
 // 2 after a usage error, with `mds-<tool>: error: ...` printed), or nullopt to go on.
+// A flag that takes one value and is given twice keeps the last value, as argparse (and so
+// Megatron's command lines) does; every mds tool behaves alike.
 std::optional<int> parse_cli(CLI::App& app, int argc, char** argv);
+
+// The one check of numeric flags for every tool: the value must be a finite number (no nan, no
+// inf) within [lo, hi] (lo excluded when `lo_open`). Errors print the bounds readably ("at most
+// 1024", "greater than 0"), never 300 digits of DBL_MAX; an infinite bound is not mentioned.
+CLI::Validator number_in(double lo, double hi, bool lo_open = false);
+// Finite and > 0 (seconds, intervals, rates).
+CLI::Validator positive_number();
+// Finite and >= 0.
+CLI::Validator non_negative_number();
+// A number as messages print it: "%g" with up to 6 significant digits.
+std::string format_number(double v);
 
 // --quiet: no progress and no summary on stderr.
 void add_quiet_flag(CLI::App& app, bool& quiet);

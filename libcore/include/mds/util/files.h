@@ -34,7 +34,7 @@ private:
 };
 
 // An output file that appears under `final_path` only after commit(). Writes go to
-// `<dir>/.<name>.tmp-<pid>` through a buffer; commit() flushes, fsyncs and renames. Destroying an
+// `<dir>/.<name>.tmp-<pid>-<host>` (safe_paths.h) through a buffer; commit() flushes, fsyncs and renames. Destroying an
 // uncommitted AtomicOutput removes the temporary; so does SIGINT/SIGTERM (while the handlers
 // installed by install_cleanup_signal_handlers are in place).
 class AtomicOutput {
@@ -73,6 +73,10 @@ private:
 void write_file_atomic(const std::string& path, std::string_view content);
 // Reads a whole file; errors name the path.
 std::string read_file(const std::string& path);
+// The same, refusing a file larger than `max_bytes` before reading it: "<path>: N bytes; a <what>
+// has at most M". For documents whose size a hostile or mistaken file could blow up (JSON configs,
+// state files, `latest`).
+std::string read_file(const std::string& path, std::uint64_t max_bytes, const std::string& what);
 bool file_exists(const std::string& path);
 // Removes a file or a directory tree (rm -rf); a missing path is not an error. Use it instead of
 // std::filesystem::remove_all in code that links LibTorch: libtorch.so exports its own

@@ -1,0 +1,61 @@
+// Paths that come from untrusted places (a `latest` file, a checkpoint's args, a flag) and folders
+// that tools write into: one checked way to turn a name read from a file into a path inside its
+// root, one routine that prepares a destination folder, and one rule for telling source and
+// destination apart. Every checkpoint tool and mds-train go through here, so a hostile `latest`
+// ("../../x"), a destination that is a file, or `SRC == DST` is refused the same way everywhere.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mds {
+
+// `s` made safe to print: control bytes, bytes >= 0x7f and backslashes as \xNN, cut to `max_chars`
+// with "..." appended. For echoing file contents and names in messages.
+std::string printable(std::string_view s, std::size_t max_chars = 80);
+
+// A folder entry name read from `source` (for example a tag in a `latest` file): not empty, at
+// most 255 bytes, no '/', no NUL or other control byte, not "." or "..". Returns it; otherwise an
+// mds::Error naming `source` and showing the offending text with printable().
+std::string checked_entry_name(std::string_view name, const std::string& source);
+
+// True when `a` and `b` are the same folder or one lies inside the other, after resolving
+// symbolic links and "..": existing parts of each path are canonicalised, missing tails appended.
+bool paths_overlap(const std::string& a, const std::string& b);
+// Throws an mds::UsageError "<what_a> A and <what_b> B are the same folder" (or "... lies inside
+// ...") when paths_overlap(a, b).
+void refuse_overlap(const std::string& a, const std::string& what_a, const std::string& b, const std::string& what_b);
+
+// The temporary name for an output `name` in the same folder: ".<name>.tmp-<pid>-<host>". A process
+// that dies before renaming it leaves it behind; prepare_output_dir removes it on a later run.
+std::string temp_path_for(const std::string& final_path);
+
+// Where a temporary was made, parsed back from its name (".X.tmp-<pid>" of older mds versions has
+// no host and counts as this host's).
+struct TempOwner {
+    long pid = 0;
+    std::string host;  // empty: no host in the name
+};
+// The owner of a temporary name, or pid 0 when `name` is not one of ours.
+TempOwner parse_temp_name(std::string_view name);
+// True when `name` is our temporary and its process is gone: same host (or none recorded) and
+// kill(pid, 0) says no such process.
+bool is_stale_temp(std::string_view name);
+
+// Prepares a folder that a tool will write into: refuses an existing non-folder ("... exists and
+// is not a folder"), creates the folder and its parents, checks that a file can be created in it
+// (so a read-only or full destination fails now, not after hours of work), and removes stale
+// temporaries of ours inside it (removed names are returned, for the caller to report).
+// `what` names the folder in errors ("destination", "--save folder", ...).
+std::vector<std::string> prepare_output_dir(const std::string& dir, const std::string& what);
+
+// Checks, without creating anything, that `dir` could be prepared: it is a writable folder, or
+// it does not exist and its nearest existing ancestor is a writable folder. For start-up checks
+// of folders that are made later. Errors as prepare_output_dir's.
+void check_output_dir(const std::string& dir, const std::string& what);
+
+// A filesystem or system error worded for the user: "<doing>: <path>: <errno text>".
+std::string system_error_message(const std::string& doing, const std::string& path, int err);
+
+}  // namespace mds

@@ -12,6 +12,7 @@
 #include "mds/data/preprocess.h"
 #include "mds/util/cli.h"
 #include "mds/util/error.h"
+#include "mds/util/json_line.h"  // add_max_document_bytes_flag
 #include "mds/util/tool.h"
 
 namespace {
@@ -80,12 +81,14 @@ int main(int argc, char** argv) {
                                                      "or </s> for tokenizer.json files that have it)")->type_name("TOKEN");
         app.add_flag("--append-eod", opt.append_eod, "Append the end-of-document token to every non-empty document");
         app.add_option("--make-vocab-size-divisible-by", make_vocab_divisible,
-                       "Accepted for Megatron compatibility; does not change the output")->default_str("128");
+                       "Accepted for Megatron compatibility; does not change the output")->default_str("128")
+            ->check(mds::number_in(1, 1 << 30));
         app.add_flag("--split-sentences", split_sentences, "Not supported (needs NLTK punkt); an error if given");
         app.option_defaults()->group("Execution");
         app.add_option("--workers", opt.workers, "Tokenizing threads; the output does not depend on it")
             ->default_str("1")->check(mds::number_in(1, 1024));
         mds::add_skip_bad_lines_flag(app, opt.skip_bad_lines);
+        mds::add_max_document_bytes_flag(app, opt.max_document_bytes, "Longest input line (one JSON document) tokenized; a longer one is a malformed line");
         mds::add_progress_flags(app, progress);
         mds::add_json_flag(app, json);
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
@@ -103,6 +106,7 @@ int main(int argc, char** argv) {
 
         if (!datasets.empty()) {
             if (!opt.inputs.empty()) throw mds::UsageError("--datasets (merge) and --input cannot be used together");
+            mds::data::check_output_prefix(opt.output_prefix);
             mds::data::merge_datasets(datasets, opt.output_prefix);
             if (!quiet)
                 mds::print_info("merged " + std::to_string(datasets.size()) + " datasets into " + opt.output_prefix +

@@ -2,6 +2,7 @@
 // BigScience trained BLOOM's; writes vocab.json + merges.txt (Megatron's --vocab-file and
 // --merge-file) and tokenizer.json. docs/mds-tokenizer-train.md describes every flag.
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "mds/tokenizer/tokenizer_train.h"
 #include "mds/util/cli.h"
 #include "mds/util/error.h"
+#include "mds/util/json_line.h"  // add_max_document_bytes_flag
 #include "mds/util/tool.h"
 
 namespace {
@@ -67,8 +69,8 @@ int main(int argc, char** argv) {
         app.add_flag("--no-tokenizer-json", no_hf_json, "Write only vocab.json and merges.txt");
         app.option_defaults()->group("Model");
         app.add_option("--vocab-size", opt.bpe.vocab_size, "Size of the vocabulary: 256 byte symbols + learned tokens + "
-                                                           "special tokens")->type_name("N")->required()
-            ->check(mds::number_in(257, 1 << 30));
+                                                           "special tokens (at most 2097152)")->type_name("N")->required()
+            ->check(mds::number_in(257, std::numeric_limits<double>::infinity()));  // the upper bound: check_bpe_trainer_config
         app.add_option("--min-frequency", opt.bpe.min_frequency, "Stop when the most frequent pair occurs fewer times")
             ->default_str("2")->type_name("N")->check(mds::positive_number());
         app.add_option("--special-tokens", opt.bpe.special_tokens, "Tokens appended after the learned ones, in order "
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
         app.add_option("--workers", opt.workers, "Counting threads; the output does not depend on it")
             ->default_str("1")->type_name("N")->check(mds::number_in(1, 1024));
         mds::add_skip_bad_lines_flag(app, opt.skip_bad_lines);
+        mds::add_max_document_bytes_flag(app, opt.max_document_bytes, "Longest input line counted; a longer one is a malformed line");
         mds::add_progress_flags(app, progress);
         mds::add_json_flag(app, json);
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;

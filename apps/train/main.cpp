@@ -7,9 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mds/data/gpt_dataset_index.h"  // parse_split
 #include "mds/dist/launch.h"
 #include "mds/observe/loss_alert.h"
 #include "mds/train/dry_run.h"
+#include "mds/train/output_checks.h"
 #include "mds/train/train_args.h"
 #include "mds/train/train_tokenizer.h"
 #include "mds/trainer/trainer.h"
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
         run.launch = mds::dist::detect_launch();
         if (run.launch.launcher != "none") args.parallel.world_size = run.launch.world_size;
         for (const auto& w : mds::train::resolve_train_args(args)) mds::print_warning(w);
+        if (args.data.split) (void)mds::data::parse_split(*args.data.split);  // "100,-50,50": usage error now
         if (dry.enabled) {
             if (!dry.vocab_size) dry.vocab_size = static_cast<std::int64_t>(mds::train::load_tokenizer(args.data).vocab_size());
             const auto report = mds::train::plan_dry_run(args, dry);
@@ -51,6 +54,8 @@ int main(int argc, char** argv) {
                        stdout);
             return 0;
         }
+        // Every folder this rank will write, before the rendezvous and hours of training.
+        mds::train::check_output_folders(args, run.launch.rank, run.launch.world_size, run.launch.local_rank);
         const auto summary = mds::trainer::run_training(args, run);
         mds::print_info("stopped (" + summary.exit_reason + ") after " + std::to_string(summary.iterations) +
                         " iterations, " + std::to_string(summary.consumed_samples) + " samples");

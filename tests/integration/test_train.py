@@ -6,7 +6,10 @@
   - fp16 (with the loss scale in the line) and bf16 train too;
   - --exit-interval, a --kill-switch-path file and SIGUSR1 stop cleanly (exit 0) between iterations;
   - usage errors (an unsupported flag, --save without --save-interval, --finetune without --load, a missing dataset) exit non-zero with
-    a message naming the problem.
+    a message naming the problem;
+  - start-up checks: a file as --save, an unwritable --save (run as another user when root), a --tensorboard-dir or
+    --codecarbon-dir under a file, and --split 100,-50,50 fail before the model is built, naming the flag; a
+    repeated flag keeps its last value.
 Exits 77 without LibTorch (no mds-train binary) or without tensorboard in the venv."""
 import os
 import re
@@ -233,6 +236,49 @@ def errors(tmp, data):
     check(r.returncode == 1 and tmp + "/nope" in r.stderr, f"missing dataset: {r.returncode}: {r.stderr[-300:]}")
 
 
+def startup_checks(tmp, data):
+    """Output folders are checked before the rendezvous and the model: exit 1 naming the flag, nothing trained,
+    no "internal error". A negative --split proportion is a usage error."""
+    afile = tmp + "/afile"
+    open(afile, "w").close()
+    cases = [
+        (["--save", afile, "--save-interval", "2"], 1, f"the --save folder '{afile}' exists and is not a folder"),
+        (["--save", afile + "/ckpt", "--save-interval", "2"], 1, "cannot create the --save folder"),
+        (["--tensorboard-dir", afile + "/tb"], 1, f"cannot create the --tensorboard-dir folder '{afile}/tb'"),
+        (["--codecarbon-dir", afile], 1, "the --codecarbon-dir folder"),
+        (["--split", "100,-50,50"], 2, "--split '100,-50,50': the valid proportion is negative"),
+        (["--split", "nan,1,1"], 2, "--split 'nan,1,1'"),
+    ]
+    unwritable = None
+    if os.geteuid() == 0:
+        # Root writes into read-only folders: run as nobody against a folder only root may write.
+        pub = tempfile.mkdtemp(prefix="mds-train-ro-")
+        os.chmod(pub, 0o755)
+        os.mkdir(pub + "/ro", 0o755)
+        unwritable = (["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], pub + "/ro", pub)
+    else:
+        os.mkdir(tmp + "/ro", 0o555)
+        unwritable = ([], tmp + "/ro", None)
+    for extra, code, needle in cases:
+        r = run(data + model_flags(10, extra))
+        check(r.returncode == code and needle in r.stderr and "internal error" not in r.stderr,
+              f"{extra}: expected exit {code} with '{needle}', got {r.returncode}: {r.stderr[-300:]}")
+        check("padded vocab" not in r.stderr and not iteration_lines(r.stdout), f"{extra}: checked only after start-up")
+    prefix, folder, cleanup = unwritable
+    r = subprocess.run(prefix + [TRAIN, *data, *model_flags(10, ["--save", folder, "--save-interval", "2"])],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and f"cannot write into the --save folder: {folder}: Permission denied" in r.stderr,
+          f"unwritable --save: {r.returncode}: {r.stderr[-300:]}")
+    if cleanup:
+        import shutil
+        shutil.rmtree(cleanup, ignore_errors=True)
+    # A repeated flag keeps its last value, as argparse does.
+    r = run(data + model_flags(1000, ["--train-iters", "6", "--log-interval", "1", "--eval-iters", "0"]))
+    check(r.returncode == 0 and len(iteration_lines(r.stdout)) == 6, f"repeated --train-iters: rc {r.returncode}, "
+          f"{len(iteration_lines(r.stdout))} iterations: {r.stderr[-300:]}")
+    print(f"start-up checks: {len(cases) + 1} bad destinations or splits refused before training; last --train-iters wins")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         data = prepare(tmp)
@@ -243,6 +289,7 @@ def main():
         curriculum(tmp, data)
         dry_run(tmp, data)
         errors(tmp, data)
+        startup_checks(tmp, data)
     if failures:
         print("\n".join("FAIL: " + f for f in failures))
         return 1

@@ -38,29 +38,47 @@ double python_float(std::string_view s, std::string_view what) {
 
 // ---- §4.2 ------------------------------------------------------------------------------------
 
-std::array<std::int64_t, 4> get_train_valid_test_split(std::string_view splits_string, std::int64_t size) {
+std::array<double, 3> parse_split(std::string_view splits_string) {
     const std::string what = "--split '" + std::string(splits_string) + "'";
     std::vector<double> parts;
     char sep = splits_string.find(',') != std::string_view::npos   ? ','
                : splits_string.find('/') != std::string_view::npos ? '/'
                                                                    : '\0';
-    if (sep == '\0') {
-        parts.push_back(python_float(splits_string, what));
-    } else {
-        std::size_t start = 0;
-        while (true) {
-            std::size_t k = splits_string.find(sep, start);
-            parts.push_back(python_float(splits_string.substr(start, k - start), what));
-            if (k == std::string_view::npos) break;
-            start = k + 1;
+    try {
+        if (sep == '\0') {
+            parts.push_back(python_float(splits_string, what));
+        } else {
+            std::size_t start = 0;
+            while (true) {
+                std::size_t k = splits_string.find(sep, start);
+                parts.push_back(python_float(splits_string.substr(start, k - start), what));
+                if (k == std::string_view::npos) break;
+                start = k + 1;
+            }
         }
+    } catch (const UsageError&) {
+        throw;
+    } catch (const Error& e) {
+        throw UsageError(e.what());
     }
     while (parts.size() < 3) parts.push_back(0.0);
     parts.resize(3);
+    // Megatron asserts only that the sum is positive: a negative part makes the splits overlap
+    // ("100,-50,50" gives test documents that are also training documents).
+    for (std::size_t k = 0; k < 3; ++k)
+        if (parts[k] < 0)
+            throw UsageError(what + ": the " + kSplitNames[k] + " proportion is negative; each must be 0 or more");
     double total = 0.0;  // Python sum(): left to right
     for (double p : parts) total += p;
-    if (!(total > 0.0))
-        throw Error("--split '" + std::string(splits_string) + "': the proportions must add up to more than 0");
+    if (!(total > 0.0)) throw UsageError(what + ": the proportions must add up to more than 0");
+    if (!std::isfinite(total)) throw UsageError(what + ": the proportions add up to more than a double holds");
+    return {parts[0], parts[1], parts[2]};
+}
+
+std::array<std::int64_t, 4> get_train_valid_test_split(std::string_view splits_string, std::int64_t size) {
+    const auto parts = parse_split(splits_string);
+    double total = 0.0;
+    for (double p : parts) total += p;
     std::array<std::int64_t, 4> idx{0, 0, 0, 0};
     for (std::size_t k = 0; k < 3; ++k) {
         double x = std::nearbyint(parts[k] / total * static_cast<double>(size));

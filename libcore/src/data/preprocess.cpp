@@ -1,5 +1,9 @@
 #include "mds/data/preprocess.h"
 
+#include <sys/stat.h>  // stat
+#include <unistd.h>    // access
+
+#include <cerrno>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -10,16 +14,41 @@
 #include <thread>
 
 #include "mds/data/indexed_dataset_builder.h"
+#include "mds/tokenizer/long_text.h"  // encode_long_text
 #include "mds/tokenizer/tokenizer.h"
 #include "mds/util/error.h"
 #include "mds/util/json_line.h"
 #include "mds/util/line_reader.h"
-#include "mds/util/tool.h"  // print_warning
+#include "mds/util/safe_paths.h"  // printable, system_error_message
+#include "mds/util/tool.h"        // print_warning
 
 namespace mds::data {
 
 std::string document_prefix(const std::string& output_prefix, const std::string& key) {
     return output_prefix + "_" + key + "_document";
+}
+
+void check_output_prefix(const std::string& output_prefix) {
+    // As preprocess_data.py, the folder is not created: a typo should not leave a new folder.
+    const auto slash = output_prefix.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : output_prefix.substr(0, slash);
+    const auto quoted = [](const std::string& s) {
+        std::string q = "'";
+        q += printable(s, 200);
+        q += '\'';
+        return q;
+    };
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0)
+        throw Error(system_error_message("--output-prefix " + quoted(output_prefix) + ": cannot use its folder", dir, errno));
+    if (!S_ISDIR(st.st_mode))
+        throw Error("--output-prefix " + quoted(output_prefix) + ": " + quoted(dir) + " is not a folder");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw Error(system_error_message("--output-prefix " + quoted(output_prefix) + ": cannot write into its folder",
+                                         dir, errno));
+    // Probes that a file can be made there, and removes the temporaries of runs that were killed.
+    for (const auto& name : prepare_output_dir(dir, "--output-prefix folder"))
+        print_warning("removed " + printable(name) + ", left in " + printable(dir) + " by a process that is gone");
 }
 
 namespace {
@@ -52,16 +81,28 @@ bool is_blank(std::string_view line) {
 // Per-thread state: parser and encoder with its cache.
 struct Worker {
     JsonLineParser parser;
+    const tok::Tokenizer& tokenizer;
     tok::Encoder encoder;
     std::vector<std::string> values;
-    Worker(const PreprocessOptions& o, const tok::Tokenizer& t) : parser(o.json_keys), encoder(t) {}
+    Worker(const PreprocessOptions& o, const tok::Tokenizer& t) : parser(o.json_keys), tokenizer(t), encoder(t) {}
 };
 
 BatchResult process_batch(const LineBatch& batch, const std::string& name, Worker& w, const PreprocessOptions& o,
                           std::int32_t eod) {
     BatchResult r;
     r.keys.resize(o.json_keys.size());
+    auto bad_line = [&](std::string where) {
+        if (!o.skip_bad_lines) throw Error(where + " (use --skip-bad-lines to skip such lines)");
+        ++r.bad;
+        if (r.bad_messages.size() < 5) r.bad_messages.push_back(std::move(where));
+    };
+    // "file:line", made only for a line that is reported.
+    auto line_name = [&](std::size_t i) { return name + ":" + std::to_string(batch.first_line_number + i); };
     for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (const std::uint64_t n = batch.lines[i].too_long_bytes) {
+            bad_line(line_name(i) + ": " + too_long_line_reason(n, o.max_document_bytes) + "; raise it to tokenize the line");
+            continue;
+        }
         std::string_view line = batch.line(i);
         if (is_blank(line)) {
             ++r.blank;
@@ -70,18 +111,20 @@ BatchResult process_batch(const LineBatch& batch, const std::string& name, Worke
         try {
             w.parser.parse(line, w.values);
         } catch (const JsonError& e) {
-            std::string where = name + ":" + std::to_string(batch.first_line_number + i) + ":" +
-                                std::to_string(e.offset() + 1) + ": " + e.reason();
-            if (!o.skip_bad_lines) throw Error(where + " (use --skip-bad-lines to skip such lines)");
-            ++r.bad;
-            if (r.bad_messages.size() < 5) r.bad_messages.push_back(where);
+            bad_line(line_name(i) + ":" + std::to_string(e.offset() + 1) + ": " + e.reason());
             continue;
         }
         ++r.lines;
         for (std::size_t k = 0; k < o.json_keys.size(); ++k) {
             auto& out = r.keys[k];
             std::size_t before = out.ids.size();
-            w.encoder.encode(w.values[k], out.ids);
+            // A long document's ids go into room reserved once (a token covers at least a byte, so
+            // the text length bounds them nearly always; untouched pages cost nothing), not into a
+            // vector that doubles and copies itself while it grows.
+            if (w.values[k].size() > (std::size_t{1} << 20)) out.ids.reserve(before + w.values[k].size() + 16);
+            tok::encode_long_text(w.encoder, w.tokenizer, w.values[k], out.ids);
+            // A huge document's text is not kept for the rest of the run.
+            if (w.values[k].capacity() > (std::size_t{16} << 20)) std::string().swap(w.values[k]);
             if (out.ids.size() == before) {
                 ++out.empty;  // Megatron writes nothing for a document without tokens, not even EOD
                 continue;
@@ -116,6 +159,8 @@ tok::Tokenizer load_tokenizer(const PreprocessOptions& o) {
 PreprocessSummary preprocess(const PreprocessOptions& o) {
     check_jsonl_flags(o.inputs, o.json_keys, o.workers);
     if (o.output_prefix.empty()) throw UsageError("--output-prefix is required");
+    if (o.max_document_bytes < 1) throw UsageError("--max-document-bytes must be at least 1");
+    check_output_prefix(o.output_prefix);
     const tok::Tokenizer tokenizer = load_tokenizer(o);
     const DType dtype = dtype_for_vocab(tokenizer.vocab_size());
 
@@ -171,7 +216,7 @@ PreprocessSummary preprocess(const PreprocessOptions& o) {
     if (o.workers == 1) {
         Worker w(o, tokenizer);
         for (const auto& in : o.inputs) {
-            LineBatchReader reader(in, o.batch_bytes);
+            LineBatchReader reader(in, o.batch_bytes, o.max_document_bytes);
             LineBatch batch;
             while (reader.next(batch)) {
                 BatchResult r = process_batch(batch, reader.path(), w, o, eod);
@@ -238,7 +283,7 @@ PreprocessSummary preprocess(const PreprocessOptions& o) {
         };
         try {
             for (const auto& in : o.inputs) {
-                LineBatchReader reader(in, o.batch_bytes);
+                LineBatchReader reader(in, o.batch_bytes, o.max_document_bytes);
                 for (;;) {
                     auto batch = std::make_shared<LineBatch>();
                     if (!reader.next(*batch)) break;

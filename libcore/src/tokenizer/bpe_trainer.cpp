@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "mds/tokenizer/bpe.h"          // byte_symbols, hash_bytes
+#include "mds/tokenizer/long_text.h"    // next_cut
 #include "mds/tokenizer/pretokenizer.h"
 #include "mds/util/error.h"
 
@@ -28,9 +29,18 @@ void PieceCounter::add_piece(std::string_view piece, std::uint64_t count) {
 }
 
 void PieceCounter::add_text(std::string_view text) {
-    pieces_.clear();
-    pretokenize(PreTokenizer::Gpt2, text, pieces_);
-    for (std::string_view p : pieces_) add_piece(p);
+    // A huge text is pre-tokenized a mebibyte at a time (long_text.h: same pieces), so that the
+    // piece views never take several times the text's memory.
+    constexpr std::size_t kChunk = std::size_t{1} << 20;
+    for (std::size_t start = 0;;) {
+        const std::size_t cut = text.size() - start > kChunk ? next_cut(text, start + kChunk, PreTokenizer::Gpt2) : text.size();
+        pieces_.clear();
+        pretokenize(PreTokenizer::Gpt2, text.substr(start, cut - start), pieces_);
+        for (std::string_view p : pieces_) add_piece(p);
+        if (cut == text.size()) break;
+        start = cut;
+    }
+    if (pieces_.capacity() > kChunk) std::vector<std::string_view>().swap(pieces_);
 }
 
 void PieceCounter::merge_from(PieceCounter& other) {
@@ -265,9 +275,12 @@ private:
 void check_bpe_trainer_config(const BpeTrainerConfig& config) {
     const std::size_t fixed = 256 + config.special_tokens.size();
     if (config.vocab_size < fixed)
-        throw Error("vocabulary size " + std::to_string(config.vocab_size) + " is too small: the 256 byte symbols and " +
+        throw Error("--vocab-size " + std::to_string(config.vocab_size) + " is too small: the 256 byte symbols and " +
                     std::to_string(config.special_tokens.size()) + " special tokens need " + std::to_string(fixed));
-    if (config.min_frequency < 1) throw Error("minimum pair frequency must be at least 1");
+    if (config.vocab_size > kMaxBpeVocabSize)
+        throw Error("--vocab-size " + std::to_string(config.vocab_size) + " is too large: at most " +
+                    std::to_string(kMaxBpeVocabSize) + " (BLOOM's vocabulary has 250880 tokens, GPT-2's 50257)");
+    if (config.min_frequency < 1) throw Error("--min-frequency must be at least 1");
     const auto& symbols = byte_symbols();
     for (std::size_t i = 0; i < config.special_tokens.size(); ++i) {
         const std::string& s = config.special_tokens[i];
@@ -283,7 +296,8 @@ TrainedBpe train_bpe(const PieceCounter& counts, const BpeTrainerConfig& config,
     check_bpe_trainer_config(config);
     const std::size_t fixed = 256 + config.special_tokens.size();
     TrainedBpe out;
-    out.tokens.reserve(config.vocab_size);
+    // Training stops when the pairs run out, usually long before a large --vocab-size is reached.
+    out.tokens.reserve(std::min<std::size_t>(config.vocab_size, 1 << 16));
     Trainer trainer(counts, config, out);
     trainer.run(config.vocab_size - fixed, progress);
     out.special_begin = out.tokens.size();

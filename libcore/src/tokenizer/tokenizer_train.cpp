@@ -1,6 +1,6 @@
 #include "mds/tokenizer/tokenizer_train.h"
 
-#include <unistd.h>  // isatty
+#include <unistd.h>  // isatty, rmdir
 
 #include <chrono>
 #include <condition_variable>
@@ -13,9 +13,10 @@
 #include <thread>
 
 #include "mds/util/error.h"
-#include "mds/util/files.h"        // write_file_atomic, file_exists, file_size
+#include "mds/util/files.h"        // AtomicOutput, file_exists, file_size, sync_directory
 #include "mds/util/json_line.h"
 #include "mds/util/line_reader.h"
+#include "mds/util/safe_paths.h"   // check_output_dir, prepare_output_dir
 #include "mds/util/tool.h"         // print_info, print_warning
 
 namespace mds::tok {
@@ -37,8 +38,19 @@ struct CountWorker {
 
     explicit CountWorker(const std::vector<std::string>& keys) : parser(keys) {}
 
-    void count(const Batch& b, bool skip_bad_lines) {
+    void count(const Batch& b, const TokenizerTrainOptions& o) {
+        auto bad_line = [&](std::string where) {
+            if (!o.skip_bad_lines) throw Error(where + " (use --skip-bad-lines to skip such lines)");
+            ++bad;
+            if (bad_messages.size() < 10) bad_messages.push_back(std::move(where));
+        };
+        // "file:line", made only for a line that is reported.
+        auto line_name = [&](std::size_t i) { return b.name + ":" + std::to_string(b.lines.first_line_number + i); };
         for (std::size_t i = 0; i < b.lines.size(); ++i) {
+            if (const std::uint64_t n = b.lines.lines[i].too_long_bytes) {
+                bad_line(line_name(i) + ": " + too_long_line_reason(n, o.max_document_bytes) + "; raise it to count the line");
+                continue;
+            }
             std::string_view line = b.lines.line(i);
             if (line.find_first_not_of(" \t\r\n") == std::string_view::npos) {
                 ++blank;
@@ -47,18 +59,60 @@ struct CountWorker {
             try {
                 parser.parse(line, values);
             } catch (const JsonError& e) {
-                std::string where = b.name + ":" + std::to_string(b.lines.first_line_number + i) + ":" +
-                                    std::to_string(e.offset() + 1) + ": " + e.reason();
-                if (!skip_bad_lines) throw Error(where + " (use --skip-bad-lines to skip such lines)");
-                ++bad;
-                if (bad_messages.size() < 10) bad_messages.push_back(std::move(where));
+                bad_line(line_name(i) + ":" + std::to_string(e.offset() + 1) + ": " + e.reason());
                 continue;
             }
             ++lines;
-            for (const auto& v : values) counter.add_text(v);
+            for (auto& v : values) {
+                counter.add_text(v);
+                if (v.capacity() > (std::size_t{16} << 20)) std::string().swap(v);  // a huge document's text
+            }
         }
     }
 };
+
+// The folders that create_directories(dir) would make, outermost first.
+std::vector<std::filesystem::path> missing_folders(const std::string& dir) {
+    std::vector<std::filesystem::path> missing;
+    std::error_code ec;
+    for (std::filesystem::path p = std::filesystem::absolute(dir, ec).lexically_normal();
+         !ec && !p.empty() && !std::filesystem::exists(p, ec); p = p.parent_path()) {
+        if (!p.has_relative_path()) break;  // the root
+        if (p.filename().empty()) continue;  // "dir/" normalises to a trailing empty name
+        missing.insert(missing.begin(), p);
+    }
+    return missing;
+}
+
+// Writes `files` (name, content) into `dir` so that they appear together or not at all: every
+// file is written in full under its temporary name (unbuffered, so a full disk or a size limit
+// fails here) before the first is renamed into place. On failure the temporaries, and the folders
+// this call created, are removed; a folder that existed is never removed. SIGINT/SIGTERM remove the
+// temporaries too (AtomicOutput); those of a killed run are removed by the next one
+// (prepare_output_dir). Returns the paths written.
+std::vector<std::string> write_output_files(const std::string& dir,
+                                            const std::vector<std::pair<std::string, std::string>>& files) {
+    const auto created = missing_folders(dir);
+    const std::string prefix = dir + (dir.back() == '/' ? "" : "/");
+    std::vector<std::string> written;
+    try {
+        prepare_output_dir(dir, "--output-dir");
+        std::vector<std::unique_ptr<AtomicOutput>> outs;
+        for (const auto& [name, content] : files) {
+            outs.push_back(std::make_unique<AtomicOutput>(prefix + name, 0));
+            outs.back()->write(content);
+        }
+        for (auto& out : outs) {
+            out->commit();
+            written.push_back(out->final_path());
+        }
+    } catch (...) {
+        for (auto it = created.rbegin(); it != created.rend(); ++it) ::rmdir(it->c_str());  // only if empty
+        throw;
+    }
+    sync_directory(dir);
+    return written;
+}
 
 std::uint64_t total_input_bytes(const std::vector<std::string>& inputs) {
     std::uint64_t total = 0;
@@ -81,13 +135,13 @@ std::vector<std::unique_ptr<CountWorker>> count_pieces(const TokenizerTrainOptio
 
     if (o.workers == 1) {
         for (const auto& in : o.inputs) {
-            LineBatchReader reader(in, o.batch_bytes);
+            LineBatchReader reader(in, o.batch_bytes, o.max_document_bytes);
             Batch b;
             b.name = reader.path();
             while (reader.next(b.lines)) {
-                workers[0]->count(b, o.skip_bad_lines);
+                workers[0]->count(b, o);
                 lines_read += b.lines.size();
-                input_bytes += b.lines.data.size() + b.lines.size();
+                input_bytes += reader.bytes_read() - b.lines.first_byte_offset;
                 progress.update(lines_read, input_bytes, raw_before + reader.raw_consumed());
             }
             raw_before += reader.raw_consumed();
@@ -115,7 +169,7 @@ std::vector<std::unique_ptr<CountWorker>> count_pieces(const TokenizerTrainOptio
                 }
                 cv_space.notify_one();
                 try {
-                    w->count(*b, o.skip_bad_lines);
+                    w->count(*b, o);
                 } catch (...) {
                     std::lock_guard lock(mu);
                     if (!failure) failure = std::current_exception();
@@ -137,13 +191,13 @@ std::vector<std::unique_ptr<CountWorker>> count_pieces(const TokenizerTrainOptio
     };
     try {
         for (const auto& in : o.inputs) {
-            LineBatchReader reader(in, o.batch_bytes);
+            LineBatchReader reader(in, o.batch_bytes, o.max_document_bytes);
             for (;;) {
                 auto b = std::make_unique<Batch>();
                 b->name = reader.path();
                 if (!reader.next(b->lines)) break;
                 lines_read += b->lines.size();
-                input_bytes += b->lines.data.size() + b->lines.size();
+                input_bytes += reader.bytes_read() - b->lines.first_byte_offset;
                 {
                     std::unique_lock lock(mu);
                     cv_space.wait(lock, [&] { return failure || queue.size() < max_queued; });
@@ -173,20 +227,19 @@ std::vector<std::unique_ptr<CountWorker>> count_pieces(const TokenizerTrainOptio
 }  // namespace
 
 TokenizerTrainSummary train_tokenizer(const TokenizerTrainOptions& o) {
+    // Every argument is checked before any output exists or any input is read.
     check_jsonl_flags(o.inputs, o.json_keys, o.workers);
     if (o.output_dir.empty()) throw UsageError("--output-dir is required");
+    if (o.max_document_bytes < 1) throw UsageError("--max-document-bytes must be at least 1");
     try {
         check_bpe_trainer_config(o.bpe);
     } catch (const Error& e) {
         throw UsageError(e.what());
     }
     const std::size_t fixed = 256 + o.bpe.special_tokens.size();
-    // Fail on an unusable output directory before the work, not after it.
-    std::error_code ec;
-    std::filesystem::create_directories(o.output_dir, ec);
-    if (ec || !std::filesystem::is_directory(o.output_dir))
-        throw Error("cannot create output directory " + o.output_dir + ": " +
-                    (ec ? ec.message() : std::string("exists and is not a directory")));
+    // Fail on an unusable output folder before the work, not after it; it is created only when
+    // the files are ready to be written.
+    check_output_dir(o.output_dir, "--output-dir");
 
     TokenizerTrainSummary s;
     const bool quiet = o.progress == Progress::Mode::Off;
@@ -243,15 +296,10 @@ TokenizerTrainSummary train_tokenizer(const TokenizerTrainOptions& o) {
     s.last_merge_count = model.last_merge_count;
     s.vocab_size = model.tokens.size();
 
-    const std::string dir = o.output_dir + (o.output_dir.back() == '/' ? "" : "/");
-    write_file_atomic(dir + "vocab.json", model.gpt2_vocab_json());
-    s.files.push_back(dir + "vocab.json");
-    write_file_atomic(dir + "merges.txt", model.gpt2_merges_txt());
-    s.files.push_back(dir + "merges.txt");
-    if (o.write_hf_json) {
-        write_file_atomic(dir + "tokenizer.json", model.hf_tokenizer_json());
-        s.files.push_back(dir + "tokenizer.json");
-    }
+    std::vector<std::pair<std::string, std::string>> files{{"vocab.json", model.gpt2_vocab_json()},
+                                                           {"merges.txt", model.gpt2_merges_txt()}};
+    if (o.write_hf_json) files.emplace_back("tokenizer.json", model.hf_tokenizer_json());
+    s.files = write_output_files(o.output_dir, files);
     return s;
 }
 

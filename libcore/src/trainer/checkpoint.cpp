@@ -25,6 +25,7 @@
 #include "mds/util/cli.h"  // mds_version
 #include "mds/util/error.h"
 #include "mds/util/files.h"
+#include "mds/util/safe_paths.h"  // filesystem_error_message
 
 namespace mds::trainer {
 namespace fs = std::filesystem;
@@ -583,6 +584,8 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
         if (!error.empty()) return;
         try {
             work();
+        } catch (const fs::filesystem_error& e) {
+            error = "saving the checkpoint to --save " + args.checkpoint.save + ": " + filesystem_error_message(e);
         } catch (const std::exception& e) {
             error = e.what();
         }

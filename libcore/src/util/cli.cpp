@@ -24,7 +24,11 @@ void take_last_values(CLI::App& app) {
 
 std::string format_number(double v) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
+    // Whole numbers that a double holds exactly print in full ("4294967295", not "4.29497e+09").
+    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9007199254740992.0)
+        std::snprintf(buf, sizeof buf, "%.0f", v);
+    else
+        std::snprintf(buf, sizeof buf, "%.6g", v);
     return buf;
 }
 

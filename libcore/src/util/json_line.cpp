@@ -1,7 +1,13 @@
 #include "mds/util/json_line.h"
 
+#include <cctype>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include "mds/util/cli.h"  // number_in
 
 namespace mds {
 
@@ -274,6 +280,12 @@ void parse_object_body(Cursor& c, int depth, const std::vector<std::string>* key
             f.value_at = static_cast<std::size_t>(c.p - c.begin);
             std::string& v = (*values)[target];
             v.clear();
+            // A long value is decoded into room reserved once: decoding never makes text longer,
+            // so the rest of the line bounds it, and a huge document costs its size, not the 3
+            // times of a string doubling while escapes are appended piece by piece. Pages of the
+            // reservation that are never written take no memory.
+            if (const auto rest = static_cast<std::size_t>(c.end - c.p); rest > (std::size_t{1} << 20) && c.peek() == '"')
+                v.reserve(rest);
             parse_value(c, depth + 1, &v, &f.kind, &f.lone_surrogate_at);
         } else {
             parse_value(c, depth + 1, nullptr, nullptr, nullptr);
@@ -382,6 +394,45 @@ void JsonLineParser::parse(std::string_view line, std::vector<std::string>& valu
                                                      std::string(line.substr(f.lone_surrogate_at + 1, 5)) +
                                                      " in field '" + keys_[i] + "' cannot be encoded as UTF-8");
     }
+}
+
+void add_max_document_bytes_flag(CLI::App& app, std::uint64_t& max_bytes, const std::string& help) {
+    // "64M" -> "67108864"; anything else is left for number_in to judge (and refuse nan, -1, ...).
+    auto suffix = [](std::string& input) -> std::string {
+        std::string s = input;
+        while (!s.empty() && s.back() == ' ') s.pop_back();
+        std::string unit;
+        while (!s.empty() && std::isalpha(static_cast<unsigned char>(s.back()))) {
+            unit.insert(unit.begin(), static_cast<char>(std::tolower(static_cast<unsigned char>(s.back()))));
+            s.pop_back();
+        }
+        double factor = 0;
+        if (unit == "k" || unit == "kb" || unit == "kib") factor = 1024.0;
+        else if (unit == "m" || unit == "mb" || unit == "mib") factor = 1048576.0;
+        else if (unit == "g" || unit == "gb" || unit == "gib") factor = 1073741824.0;
+        else if (unit == "b") factor = 1.0;
+        if (factor == 0 || s.empty()) return {};
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (end == s.c_str() || *end != '\0' || !std::isfinite(v)) return {};
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "%.0f", v * factor);
+        input = buf;
+        return {};
+    };
+    app.add_option("--max-document-bytes", max_bytes, help + " (suffixes K, M, G: KiB, MiB, GiB)")
+        ->default_str("64M")
+        ->type_name("BYTES")
+        ->transform(CLI::Validator(suffix, "", "size"))
+        ->check(number_in(1, 4294967295.0));
+}
+
+std::string too_long_line_reason(std::uint64_t bytes, std::uint64_t max_bytes) {
+    std::string m = "line of ";
+    m += std::to_string(bytes);
+    m += " bytes is longer than --max-document-bytes ";
+    m += std::to_string(max_bytes);
+    return m;
 }
 
 void check_jsonl_flags(const std::vector<std::string>& inputs, const std::vector<std::string>& json_keys,

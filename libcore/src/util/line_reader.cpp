@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "mds/util/error.h"
 
@@ -160,8 +159,15 @@ std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
     return std::make_unique<PlainSource>(std::move(in), std::move(head));
 }
 
-LineBatchReader::LineBatchReader(const std::string& path, std::size_t batch_bytes)
-    : path_(path == "-" ? "<stdin>" : path), source_(open_byte_source(path)), batch_bytes_(batch_bytes) {}
+namespace {
+constexpr std::size_t kBlock = std::size_t{1} << 20;  // bytes asked of the source at a time
+}  // namespace
+
+LineBatchReader::LineBatchReader(const std::string& path, std::size_t batch_bytes, std::uint64_t max_line_bytes)
+    : path_(path == "-" ? "<stdin>" : path),
+      source_(open_byte_source(path)),
+      batch_bytes_(batch_bytes),
+      max_line_bytes_(std::min(max_line_bytes, kMaxLineBytes)) {}
 
 bool LineBatchReader::fill() {
     // Drop consumed bytes, then append a block.
@@ -169,7 +175,6 @@ bool LineBatchReader::fill() {
         pending_.erase(0, pending_pos_);
         pending_pos_ = 0;
     }
-    constexpr std::size_t kBlock = std::size_t{1} << 20;
     std::size_t old = pending_.size();
     pending_.resize(old + kBlock);
     std::size_t n = source_->read(pending_.data() + old, kBlock);
@@ -178,11 +183,100 @@ bool LineBatchReader::fill() {
     return n > 0;
 }
 
+void LineBatchReader::read_long_line(LineBatch& batch) {
+    // The line so far is pending_[pending_pos_, end), with no terminator in it. It is copied once
+    // into the batch and the rest of it read straight behind it, instead of growing pending_ and
+    // copying the whole line again at its end: a long line costs its size once, not three times.
+    const std::size_t begin = batch.data.size();
+    std::uint64_t len = pending_.size() - pending_pos_;
+    bool keep = len <= max_line_bytes_;
+    if (keep) batch.data.append(pending_, pending_pos_, std::string::npos);
+    pending_.clear();
+    pending_pos_ = 0;
+    auto find_end = [](const char* p, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i)
+            if (p[i] == '\n' || p[i] == '\r') return i;
+        return n;
+    };
+    for (;;) {
+        std::size_t n, at;
+        if (keep) {
+            const std::size_t old = batch.data.size();
+            // Grow by doubling; past half of the longest line kept, straight to its full size, so
+            // that a line over the limit costs about the limit, not the limit plus the copy of a
+            // last doubling (pages reserved and never written take no memory).
+            if (old + kBlock > batch.data.capacity()) {
+                const std::uint64_t full = begin + max_line_bytes_ + kBlock;
+                const std::uint64_t twice = std::max<std::uint64_t>(2 * batch.data.capacity(), old + kBlock);
+                batch.data.reserve(twice > full / 2 ? full : twice);
+            }
+            batch.data.resize(old + kBlock);
+            n = source_->read(batch.data.data() + old, kBlock);
+            batch.data.resize(old + n);
+            at = find_end(batch.data.data() + old, n);
+            if (at < n) {
+                // The terminator and what follows go back to pending_.
+                pending_.assign(batch.data, old + at, std::string::npos);
+                batch.data.resize(old + at);
+            }
+        } else {
+            // Too long to keep: read through it in pending_, counting its bytes.
+            pending_.resize(kBlock);
+            n = source_->read(pending_.data(), kBlock);
+            pending_.resize(n);
+            at = find_end(pending_.data(), n);
+            if (at < n) pending_.erase(0, at);
+        }
+        if (n == 0) eof_ = true;
+        len += at;
+        if (keep && len > max_line_bytes_) {
+            keep = false;
+            batch.data.resize(begin);
+        }
+        if (at < n || eof_) break;
+        if (!keep) pending_.clear();
+    }
+    // pending_ now starts with the line's terminator (or is empty at the end of the input).
+    std::size_t term = 0;
+    if (!pending_.empty()) {
+        term = 1;
+        if (pending_[0] == '\r') {
+            if (pending_.size() == 1 && !eof_) fill();  // "\r" at a block end: maybe "\r\n"
+            if (pending_.size() > 1 && pending_[1] == '\n') term = 2;
+        }
+    }
+    Line line{static_cast<std::uint32_t>(begin), 0, 0};
+    if (keep)
+        line.size = static_cast<std::uint32_t>(len);
+    else
+        line.too_long_bytes = len;
+    batch.lines.push_back(line);
+    ++next_line_;
+    offset_ += len + term;
+    pending_pos_ = term;
+}
+
 bool LineBatchReader::next(LineBatch& batch) {
     batch.clear();
+    // A batch that once held a huge line gives its memory back rather than keeping it for the rest
+    // of the input.
+    if (batch.data.capacity() > 2 * std::max(batch_bytes_, kBlock) + kBlock) std::string().swap(batch.data);
     batch.first_line_number = next_line_;
     batch.first_byte_offset = offset_;
+    std::uint64_t weight = 0;  // bytes of the lines in the batch, those too long to keep included
     std::size_t scan = pending_pos_;  // where to resume looking for a terminator
+    auto add_line = [&](std::size_t len) {
+        Line line{static_cast<std::uint32_t>(batch.data.size()), 0, 0};
+        if (len > max_line_bytes_) {
+            line.too_long_bytes = len;
+        } else {
+            line.size = static_cast<std::uint32_t>(len);
+            batch.data.append(pending_.data() + pending_pos_, len);
+        }
+        batch.lines.push_back(line);
+        weight += len;
+        ++next_line_;
+    };
     for (;;) {
         // Cut complete lines out of pending_. `cr_at` caches the next '\r' (most input has none,
         // and searching the whole block again for every line would be quadratic).
@@ -208,26 +302,32 @@ bool LineBatchReader::next(LineBatch& batch) {
                 if (end + 1 < pending_.size() && base[end + 1] == '\n') term = 2;
             }
             std::size_t len = end - pending_pos_;
-            if (len > std::numeric_limits<std::uint32_t>::max() - batch.data.size())
-                throw Error(path_ + ":" + std::to_string(next_line_) + ": line longer than 4 GiB");
-            batch.lines.push_back({static_cast<std::uint32_t>(batch.data.size()), static_cast<std::uint32_t>(len)});
-            batch.data.append(base + pending_pos_, len);
-            ++next_line_;
+            add_line(len);
             offset_ += len + term;
             pending_pos_ = end + term;
             scan = pending_pos_;
-            if (batch.data.size() >= batch_bytes_) return true;
+            if (weight >= batch_bytes_) return true;
         }
         if (eof_) {
             if (pending_pos_ < pending_.size()) {  // last line without a terminator
                 std::size_t len = pending_.size() - pending_pos_;
-                batch.lines.push_back({static_cast<std::uint32_t>(batch.data.size()), static_cast<std::uint32_t>(len)});
-                batch.data.append(pending_.data() + pending_pos_, len);
-                ++next_line_;
+                add_line(len);
                 offset_ += len;
                 pending_pos_ = pending_.size();
             }
             return !batch.lines.empty();
+        }
+        // A line without a terminator yet that is already long (or too long to keep) is finished
+        // apart from pending_, which stays the size of a block or two.
+        const std::size_t partial = pending_.size() - pending_pos_;
+        if (scan == pending_.size() && (partial >= kBlock || partial > max_line_bytes_)) {
+            read_long_line(batch);
+            const Line& last = batch.lines.back();
+            weight += last.size + last.too_long_bytes;
+            scan = pending_pos_;
+            if (weight >= batch_bytes_) return true;
+            if (eof_ && pending_pos_ >= pending_.size()) return true;
+            continue;
         }
         std::size_t erased = pending_pos_;  // fill() drops the bytes before pending_pos_
         fill();

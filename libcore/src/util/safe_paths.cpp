@@ -191,6 +191,21 @@ void check_output_dir(const std::string& dir, const std::string& what) {
         throw Error(system_error_message("cannot create the " + what + " '" + printable(dir, 200) + "'", up.string(), errno));
 }
 
+// "filesystem error: cannot create directories: Permission denied [/a/b]" as a user reads it:
+// "cannot create directories: /a/b: Permission denied". Something the user can cause (a full,
+// read-only or missing destination) is never reported as an internal error.
+std::string filesystem_error_message(const std::filesystem::filesystem_error& e) {
+    std::string what = e.what();
+    const std::string prefix = "filesystem error: ";
+    if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+    // libstdc++ appends ": <errno text>" then " [path1] [path2]": keep the operation only.
+    const std::string reason = e.code().message();
+    if (const auto at = what.find(": " + reason); at != std::string::npos) what = what.substr(0, at);
+    std::string paths = printable(e.path1().string(), 200);
+    if (!e.path2().empty()) paths += " -> " + printable(e.path2().string(), 200);
+    return what + ": " + paths + ": " + reason;
+}
+
 std::string system_error_message(const std::string& doing, const std::string& path, int err) {
     return doing + ": " + printable(path, 200) + ": " + std::strerror(err);
 }

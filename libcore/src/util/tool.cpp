@@ -15,20 +15,6 @@ namespace mds {
 namespace {
 std::string g_tool_name = "mds";
 
-// "filesystem error: cannot create directories: Permission denied [/a/b]" as a user reads it:
-// "cannot create directories: /a/b: Permission denied". Something the user can cause (a full,
-// read-only or missing destination) is never reported as an internal error.
-std::string filesystem_message(const std::filesystem::filesystem_error& e) {
-    std::string what = e.what();
-    const std::string prefix = "filesystem error: ";
-    if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
-    // libstdc++ appends ": <errno text>" then " [path1] [path2]": keep the operation only.
-    const std::string reason = e.code().message();
-    if (const auto at = what.find(": " + reason); at != std::string::npos) what = what.substr(0, at);
-    std::string paths = printable(e.path1().string(), 200);
-    if (!e.path2().empty()) paths += " -> " + printable(e.path2().string(), 200);
-    return what + ": " + paths + ": " + reason;
-}
 
 void print_line(std::string_view kind, std::string_view message) {
     std::string line = g_tool_name;
@@ -63,7 +49,7 @@ int run_tool(std::string_view name, const std::function<int()>& body) {
         print_error("out of memory");
         return kExitError;
     } catch (const std::filesystem::filesystem_error& e) {
-        print_error(filesystem_message(e));
+        print_error(filesystem_error_message(e));
         return kExitError;
     } catch (const std::system_error& e) {
         print_error(e.what());

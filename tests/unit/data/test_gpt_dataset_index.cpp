@@ -234,3 +234,29 @@ TEST_CASE("save, load, validate and verify the cache files") {
     write_npy_1d(paths.doc_idx, bad_doc);
     CHECK_THROWS_WITH_AS(IndexFiles(paths, p, kToySizes), doctest::Contains("element 3 is 7"), mds::Error);
 }
+
+TEST_CASE("split: negative, non-finite and all-zero proportions are usage errors naming --split") {
+    // Megatron asserts only sum > 0: "100,-50,50" gives train [0, 100), valid [100, 50), test [50, 100),
+    // test documents that are training documents. mds-sample-index and mds-train refuse it.
+    const auto message = [](const char* split) -> std::string {
+        try {
+            (void)mds::data::parse_split(split);
+        } catch (const mds::UsageError& e) {
+            return e.what();
+        }
+        return "no error";
+    };
+    CHECK(message("100,-50,50") == "--split '100,-50,50': the valid proportion is negative; each must be 0 or more");
+    CHECK(message("-1,2,0") == "--split '-1,2,0': the train proportion is negative; each must be 0 or more");
+    CHECK(message("1,1,-1e-300").find("test proportion is negative") != std::string::npos);
+    for (const char* bad : {"nan,1,1", "1,inf,1", "-inf,1,1", "1e400,1,1", "NaN", "Infinity"})
+        CHECK(message(bad).find("is not a finite number") != std::string::npos);
+    CHECK(message("0,0,0") == "--split '0,0,0': the proportions must add up to more than 0");
+    CHECK(message("0") == "--split '0': the proportions must add up to more than 0");
+    CHECK(message("1e308,1e308,0").find("add up to more than a double holds") != std::string::npos);
+    CHECK_THROWS_AS(get_train_valid_test_split("100,-50,50", 100), mds::UsageError);
+    // What Megatron accepts and means stays accepted: signs, whitespace, a fourth part ignored, -0.
+    CHECK(mds::data::parse_split(" +949 , 50 ,1 ") == std::array<double, 3>{949, 50, 1});
+    CHECK(mds::data::parse_split("98,2,0,5") == std::array<double, 3>{98, 2, 0});
+    CHECK(get_train_valid_test_split("-0,1,0", 10) == V4{0, 0, 10, 10});
+}

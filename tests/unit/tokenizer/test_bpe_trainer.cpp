@@ -266,3 +266,26 @@ TEST_CASE("bpe trainer: deterministic whatever the order of counting") {
     CHECK(a.gpt2_merges_txt() == b.gpt2_merges_txt());
     CHECK(a.hf_tokenizer_json() == b.hf_tokenizer_json());
 }
+
+TEST_CASE("bpe trainer: --vocab-size is bounded, with messages naming the flag") {
+    BpeTrainerConfig huge = config(std::size_t{1} << 30, 2);
+    try {
+        mds::tok::check_bpe_trainer_config(huge);
+        FAIL("no error for --vocab-size 2^30");
+    } catch (const mds::Error& e) {
+        CHECK(std::string(e.what()).find("--vocab-size 1073741824 is too large: at most 2097152") != std::string::npos);
+    }
+    CHECK_THROWS_AS(mds::tok::train_bpe(hug_corpus(), huge), mds::Error);  // never an allocation of 2^30 tokens
+    CHECK_NOTHROW(mds::tok::check_bpe_trainer_config(config(mds::tok::kMaxBpeVocabSize, 2)));
+    // The largest size trains as far as the pairs go, without reserving for it.
+    TrainedBpe m = mds::tok::train_bpe(hug_corpus(), config(mds::tok::kMaxBpeVocabSize, 1));
+    CHECK(m.tokens.size() < 300);
+    try {
+        mds::tok::check_bpe_trainer_config(config(100, 2));
+        FAIL("no error for --vocab-size 100");
+    } catch (const mds::Error& e) {
+        CHECK(std::string(e.what()).find("--vocab-size 100 is too small") != std::string::npos);
+    }
+    CHECK_THROWS_WITH_AS(mds::tok::check_bpe_trainer_config(config(300, 0)), "--min-frequency must be at least 1",
+                         mds::Error);
+}

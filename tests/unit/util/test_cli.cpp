@@ -45,6 +45,9 @@ TEST_CASE("number_in prints its bounds readably") {
     CHECK(huge.size() < 200);
     CHECK(run_check(mds::number_in(2, std::numeric_limits<double>::infinity()), "1").find("at least 2") != std::string::npos);
     CHECK(mds::format_number(DBL_MAX) == "1.79769e+308");
+    CHECK(mds::format_number(4294967295.0) == "4294967295");
+    CHECK(mds::format_number(0.95) == "0.95");
+    CHECK(mds::format_number(-3) == "-3");
 }
 
 TEST_CASE("a repeated single-value flag keeps the last value; repeatable ones keep all") {

@@ -472,3 +472,108 @@ TEST_CASE("line_reader: standard input through a pipe, written in small pieces")
     CHECK(texts(r) == split_universal(content));
     CHECK(r.bytes_read == content.size());
 }
+
+namespace {
+
+// Reads `path` with a line limit; long lines come back as "<too long: N>".
+std::vector<std::string> read_limited(const std::string& path, std::size_t batch_bytes, std::uint64_t max_line,
+                                      std::uint64_t* bytes_read = nullptr) {
+    mds::LineBatchReader reader(path, batch_bytes, max_line);
+    mds::LineBatch batch;
+    std::vector<std::string> out;
+    std::uint64_t expect_line = 1;
+    while (reader.next(batch)) {
+        REQUIRE(batch.size() > 0);
+        CHECK(batch.first_line_number == expect_line);
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            const auto& l = batch.lines[i];
+            CHECK(l.begin + std::uint64_t{l.size} <= batch.data.size());
+            if (l.too_long_bytes) {
+                CHECK(l.size == 0);
+                CHECK(l.too_long_bytes > max_line);
+                out.push_back("<too long: " + std::to_string(l.too_long_bytes) + ">");
+            } else {
+                CHECK(l.size <= max_line);
+                out.push_back(std::string(batch.line(i)));
+            }
+        }
+        expect_line += batch.size();
+    }
+    if (bytes_read) *bytes_read = reader.bytes_read();
+    return out;
+}
+
+std::vector<std::string> limited_reference(const std::string& content, std::uint64_t max_line) {
+    auto lines = split_universal(content);
+    for (auto& l : lines)
+        if (l.size() > max_line) l = "<too long: " + std::to_string(l.size()) + ">";
+    return lines;
+}
+
+}  // namespace
+
+TEST_CASE("line_reader: lines longer than max_line_bytes are read through, not kept") {
+    auto dir = mds::test::scratch_dir("line-reader-too-long");
+    auto p = (dir / "f").string();
+    std::mt19937 rng(11);
+    // Lines of every size class around the limits and the 1 MiB blocks, with every terminator, a
+    // long one crossing several blocks and one at the very end without a terminator.
+    for (int round = 0; round < 6; ++round) {
+        std::string content;
+        const std::size_t sizes[] = {0, 3, 5, 6, 100, kMiB - 1, kMiB, kMiB + 1, 3 * kMiB + 7, 2 * kMiB, 17};
+        const char* terms[] = {"\n", "\r\n", "\r"};
+        for (std::size_t k = 0; k < std::size(sizes); ++k) {
+            std::string line(sizes[(k + static_cast<std::size_t>(round)) % std::size(sizes)], 'a');
+            for (auto& c : line) c = static_cast<char>('a' + rng() % 26);
+            content += line;
+            if (round % 2 == 0 || k + 1 < std::size(sizes)) content += terms[rng() % 3];
+        }
+        write_bytes(p, content);
+        for (std::uint64_t max_line : {std::uint64_t{5}, std::uint64_t{kMiB}, std::uint64_t{2 * kMiB + 3},
+                                       mds::LineBatchReader::kMaxLineBytes}) {
+            for (std::size_t batch_bytes : {std::size_t{1}, std::size_t{4096}, 4 * kMiB}) {
+                INFO("round " << round << ", max_line " << max_line << ", batch_bytes " << batch_bytes);
+                std::uint64_t bytes = 0;
+                CHECK(read_limited(p, batch_bytes, max_line, &bytes) == limited_reference(content, max_line));
+                CHECK(bytes == content.size());
+            }
+        }
+    }
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("line_reader: a line over the limit is counted in the batch size and its memory is given back") {
+    auto dir = mds::test::scratch_dir("line-reader-memory");
+    auto p = (dir / "f").string();
+    std::string content = "{\"a\": 1}\n" + std::string(20 * kMiB, 'x') + "\n";
+    for (int i = 0; i < 1000; ++i) content += "short line\n";
+    write_bytes(p, content);
+    {
+        // Kept (limit above it): the next batch of short lines does not hold on to 20 MiB.
+        mds::LineBatchReader reader(p, 4096, 64 * kMiB);
+        mds::LineBatch batch;
+        bool seen_long = false;
+        while (reader.next(batch)) {
+            for (std::size_t i = 0; i < batch.size(); ++i)
+                if (batch.lines[i].size == 20 * kMiB) seen_long = true;
+            if (seen_long && batch.lines.back().size < 100) CHECK(batch.data.capacity() < 8 * kMiB);
+        }
+        CHECK(seen_long);
+    }
+    {
+        // Too long: the line is reported with its size, the batch never grows to it.
+        mds::LineBatchReader reader(p, 4096, kMiB);
+        mds::LineBatch batch;
+        std::size_t too_long = 0, lines = 0;
+        while (reader.next(batch)) {
+            CHECK(batch.data.capacity() < 8 * kMiB);
+            for (const auto& l : batch.lines) too_long += l.too_long_bytes == 20 * kMiB;
+            lines += batch.size();
+        }
+        CHECK(too_long == 1);
+        CHECK(lines == 1002);
+        CHECK(reader.bytes_read() == content.size());
+    }
+    std::filesystem::remove_all(dir);
+}
+

@@ -118,3 +118,11 @@ TEST_CASE("check_output_dir looks at the nearest existing ancestor without creat
     CHECK_THROWS_AS(mds::check_output_dir((dir / "file").string(), "--save folder"), mds::Error);
     fs::remove_all(dir);
 }
+
+TEST_CASE("filesystem errors are worded as: operation, path, reason") {
+    const std::filesystem::filesystem_error e("cannot create directories", "/ro/ckpt/.global_step3.tmp-1",
+                                              std::make_error_code(std::errc::permission_denied));
+    CHECK(mds::filesystem_error_message(e) == "cannot create directories: /ro/ckpt/.global_step3.tmp-1: Permission denied");
+    const std::filesystem::filesystem_error r("cannot rename", "/a", "/b", std::make_error_code(std::errc::no_space_on_device));
+    CHECK(mds::filesystem_error_message(r) == "cannot rename: /a -> /b: No space left on device");
+}

@@ -28,6 +28,12 @@ inline constexpr std::array<const char*, 3> kSplitNames = {"train", "valid", "te
 // allowed, finite values only. `what` names the flag in the error message.
 double python_float(std::string_view text, std::string_view what);
 
+// The three proportions of --split ("949,50,1", "90/5/5", "1"; missing parts are 0, parts after
+// the third ignored, as Megatron does). Refused with mds::UsageError naming --split: a part that is
+// not a finite number (nan, inf), a negative part (Megatron accepts it and its splits overlap), a
+// sum that is not positive.
+std::array<double, 3> parse_split(std::string_view splits_string);
+
 // BS get_train_valid_test_split_(splits_string, size): document boundaries [0, a, b, size] from
 // "949,50,1" or "90/5/5" (Python float() per part, round half to even, then the diff correction).
 // Split k covers documents [bounds[k], bounds[k+1]); it is empty (no dataset) when end <= begin.

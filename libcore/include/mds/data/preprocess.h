@@ -2,7 +2,8 @@
 // (specs/data.md §2): for each --json-keys field, tokenize each line's text, skip documents with no
 // tokens, optionally append EOD, and write {prefix}_{key}_document.bin/.idx. Work is split over
 // threads in batches of lines and written back in input order, so output never depends on the
-// number of workers; memory stays bounded by the batches in flight.
+// number of workers; memory stays bounded by the batches in flight and the longest line accepted
+// (--max-document-bytes: a longer line is an error naming it, or skipped with --skip-bad-lines).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,10 @@
 #include "mds/util/progress.h"
 
 namespace mds::data {
+
+// Default of --max-document-bytes: 64 MiB, 50 times the longest Wikipedia article and several
+// times a long book; a line longer than this is almost always a file that lost its newlines.
+inline constexpr std::uint64_t kDefaultMaxDocumentBytes = std::uint64_t{64} << 20;
 
 struct PreprocessOptions {
     std::vector<std::string> inputs;          // --input (repeatable: concatenated in order); "-" = stdin
@@ -23,6 +28,9 @@ struct PreprocessOptions {
     std::string tokenizer_file;               // --tokenizer-file (Hugging Face tokenizer.json)
     std::string eod_token;                    // --eod-token (override the end-of-document token)
     bool skip_bad_lines = false;              // --skip-bad-lines: count malformed lines instead of failing
+    // --max-document-bytes: the longest input line (one JSON document) tokenized; a longer one is a
+    // malformed line. Each line in flight costs about 4 times its size (line, decoded text, ids).
+    std::uint64_t max_document_bytes = kDefaultMaxDocumentBytes;
     std::size_t batch_bytes = std::size_t{256} << 10;  // lines per work item, in bytes
     Progress::Mode progress = Progress::Mode::Auto;
     double progress_interval_s = 30.0;        // plain progress lines when not on a terminal
@@ -48,6 +56,12 @@ struct PreprocessSummary {
 };
 
 PreprocessSummary preprocess(const PreprocessOptions& options);
+
+// Checks, before any work, that the outputs of `output_prefix` can be written: its folder exists
+// (it is not created, as preprocess_data.py does not) and a file can be made in it; mds::Error
+// naming --output-prefix otherwise. Removes (with a warning) the temporaries that killed mds runs
+// on this host left in that folder.
+void check_output_prefix(const std::string& output_prefix);
 
 // Megatron's output prefix of one key: {output_prefix}_{key}_document.
 std::string document_prefix(const std::string& output_prefix, const std::string& key);

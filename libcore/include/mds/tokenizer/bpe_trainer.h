@@ -40,6 +40,10 @@ private:
     std::uint64_t total_ = 0;
 };
 
+// The largest --vocab-size: 8 times BLOOM's 250,880 and above the largest vocabularies in use
+// (XLM-V's 1,000,000); ids stay far inside the int32 of Megatron's indexed datasets.
+inline constexpr std::size_t kMaxBpeVocabSize = std::size_t{1} << 21;
+
 struct BpeTrainerConfig {
     // Size of the final vocabulary: 256 byte symbols + learned tokens + special tokens.
     // Training stops earlier when no pair occurs min_frequency times. (--vocab-size)
@@ -75,7 +79,8 @@ struct TrainedBpe {
 };
 
 // Throws mds::Error for a configuration train_bpe cannot use: a vocabulary smaller than the byte
-// symbols plus special tokens, min_frequency 0, an empty, repeated or byte-symbol special token.
+// symbols plus special tokens or larger than kMaxBpeVocabSize, min_frequency 0, an empty, repeated
+// or byte-symbol special token. Messages name the mds-tokenizer-train flag.
 void check_bpe_trainer_config(const BpeTrainerConfig& config);
 
 // Called now and then during training with (merges done, merges wanted at most).

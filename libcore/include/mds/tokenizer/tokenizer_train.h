@@ -1,7 +1,9 @@
 // The job of mds-tokenizer-train: read jsonl documents (.jsonl, .jsonl.zst or stdin), count their
 // GPT-2 pre-tokenized pieces on several threads, train a byte-level BPE (bpe_trainer.h) and write
 // vocab.json, merges.txt (GPT-2 / Megatron --vocab-file, --merge-file) and tokenizer.json (Hugging
-// Face, Megatron's PretrainedFromHF) into a directory, each atomically.
+// Face, Megatron's PretrainedFromHF) into a directory, all together or none: every argument and the
+// output folder are checked before the input is read, and the folder is created only when the
+// files are ready (a failed run leaves no new folder and no partial set of files).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,8 @@ struct TokenizerTrainOptions {
     std::string output_dir;                      // --output-dir (created if missing)
     unsigned workers = 1;                        // --workers: counting threads; output does not depend on it
     bool skip_bad_lines = false;                 // --skip-bad-lines: count malformed lines instead of failing
+    // --max-document-bytes: longer input lines are malformed lines (64 MiB, as mds-preprocess).
+    std::uint64_t max_document_bytes = std::uint64_t{64} << 20;
     bool write_hf_json = true;                   // also write tokenizer.json (--no-tokenizer-json turns it off)
     std::size_t batch_bytes = std::size_t{1} << 20;  // lines per work item, in bytes
     Progress::Mode progress = Progress::Mode::Auto;

@@ -26,7 +26,7 @@ CLI::Validator number_in(double lo, double hi, bool lo_open = false);
 CLI::Validator positive_number();
 // Finite and >= 0.
 CLI::Validator non_negative_number();
-// A number as messages print it: "%g" with up to 6 significant digits.
+// A number as messages print it: whole numbers below 2^53 in full, others "%g" with 6 significant digits.
 std::string format_number(double v);
 
 // --quiet: no progress and no summary on stderr.

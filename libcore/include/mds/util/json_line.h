@@ -6,9 +6,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <CLI/CLI.hpp>  // CLI::App
 
 #include "mds/util/error.h"
 
@@ -47,6 +50,15 @@ private:
 // least one --input, at least one --json-keys key and none twice, --workers >= 1.
 void check_jsonl_flags(const std::vector<std::string>& inputs, const std::vector<std::string>& json_keys,
                        unsigned workers);
+
+// --max-document-bytes BYTES for the jsonl tools: the longest input line read (default 64 MiB,
+// at most 4 GiB - 1); K, M, G suffixes (KiB, MiB, GiB; "1.5M" too) are accepted.
+void add_max_document_bytes_flag(CLI::App& app, std::uint64_t& max_bytes, const std::string& help);
+
+// Why a line longer than --max-document-bytes (LineBatchReader dropped its text) is refused:
+// "line of N bytes is longer than --max-document-bytes M", for the caller to put after
+// "file:line: " and throw, or count as a skipped line.
+std::string too_long_line_reason(std::uint64_t bytes, std::uint64_t max_bytes);
 
 // Length of the valid UTF-8 prefix of `s` (== s.size() when all of it is valid); strict as Python's
 // decoder: no overlong forms, no encoded surrogates, nothing above U+10FFFF.

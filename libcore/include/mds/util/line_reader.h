@@ -1,7 +1,9 @@
 // Reading jsonl input in batches of whole lines: from a file, a zstd-compressed file (detected by
 // its magic number, whatever the name), or standard input ("-"). Lines end at "\n", "\r\n" or a
 // lone "\r", as in Python's universal-newlines text mode (specs/data.md §2.2). Memory is bounded
-// by the batch size plus the longest line.
+// by the batch size plus the longest line kept; a line longer than the reader's `max_line_bytes` is
+// read through without being stored (Line::too_long_bytes says how long it was), so one huge line
+// (a file that lost its newlines, a binary file) cannot take the memory of the machine.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,9 @@ std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
 struct Line {
     std::uint32_t begin = 0;  // offset in LineBatch::data
     std::uint32_t size = 0;   // without the line terminator
+    // Not 0: the line had this many bytes (terminator excluded), more than the reader's
+    // max_line_bytes; its text was not kept (size is 0). Callers report or skip it.
+    std::uint64_t too_long_bytes = 0;
 };
 
 // Whole lines, copied into one buffer.
@@ -49,8 +54,12 @@ struct LineBatch {
 
 class LineBatchReader {
 public:
-    // `batch_bytes`: a batch ends at the first line end after this many bytes.
-    LineBatchReader(const std::string& path, std::size_t batch_bytes = std::size_t{1} << 20);
+    // The longest line a LineBatch can hold (its offsets are 32-bit).
+    static constexpr std::uint64_t kMaxLineBytes = 0xFFFFFFFFu;
+    // `batch_bytes`: a batch ends at the first line end after this many bytes. `max_line_bytes`:
+    // longer lines are returned with too_long_bytes set and no text (at most kMaxLineBytes).
+    LineBatchReader(const std::string& path, std::size_t batch_bytes = std::size_t{1} << 20,
+                    std::uint64_t max_line_bytes = kMaxLineBytes);
     // Fills `batch` with the next lines; false at end of input (batch then empty).
     bool next(LineBatch& batch);
 
@@ -61,10 +70,14 @@ public:
 
 private:
     bool fill();
+    // Finishes the line that starts at pending_pos_ and has no terminator in pending_ yet, reading
+    // it straight into batch.data (or through, when longer than max_line_bytes_).
+    void read_long_line(LineBatch& batch);
 
     std::string path_;
     std::unique_ptr<ByteSource> source_;
     std::size_t batch_bytes_;
+    std::uint64_t max_line_bytes_;
     std::string pending_;         // bytes read but not yet given out
     std::size_t pending_pos_ = 0;
     bool eof_ = false;

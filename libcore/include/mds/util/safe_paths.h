@@ -5,6 +5,7 @@
 // ("../../x"), a destination that is a file, or `SRC == DST` is refused the same way everywhere.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,5 +58,8 @@ void check_output_dir(const std::string& dir, const std::string& what);
 
 // A filesystem or system error worded for the user: "<doing>: <path>: <errno text>".
 std::string system_error_message(const std::string& doing, const std::string& path, int err);
+// std::filesystem's "filesystem error: cannot create directories: Permission denied [/a/b]" worded the
+// same way: "cannot create directories: /a/b: Permission denied".
+std::string filesystem_error_message(const std::filesystem::filesystem_error& e);
 
 }  // namespace mds

@@ -1,5 +1,7 @@
 // mds-hub-sync: upload new and changed files of a folder to a Hugging Face Hub repository or an S3
 // bucket, never deleting remote files unless asked (docs/mds-hub-sync.md).
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
         mds::hub::SyncOptions o;
         std::string endpoint, region;
         std::uint64_t part_size_mib = 64;
+        int timeout_s = 300, retries = 5;
         mds::ProgressFlags progress;
         bool json = false, verbose = false;
         CLI::App app{"Upload the new and changed files of LOCAL_DIR to the Hugging Face Hub repository REPO_ID over the\n"
@@ -93,6 +96,13 @@ int main(int argc, char** argv) {
             ->check(mds::number_in(5, 5120));
         app.add_option("--jobs", o.jobs, "LFS files (S3: files or parts) uploaded at once")->capture_default_str()->check(mds::number_in(1, 64));
         app.add_option("--message", o.commit_message, "Commit message (default: mds-hub-sync: N file(s))");
+        app.add_option("--timeout", timeout_s,
+                       "Seconds an answer may take to arrive whole after its request was sent, and an upload may stall")
+            ->capture_default_str()
+            ->check(mds::number_in(1, 86400));
+        app.add_option("--retries", retries, "Tries after the first of a request that failed for a passing reason (5xx, 429, timeout)")
+            ->capture_default_str()
+            ->check(mds::number_in(0, 100));
         app.add_option("--state-file", o.state_file,
                        "Digest cache and lock (default: LOCAL_DIR/.cache/mds-hub-sync/<repo>.json)");
         app.add_flag("-v,--verbose", verbose, "One line per file and commit on stderr (the token is never printed)");
@@ -108,6 +118,9 @@ int main(int argc, char** argv) {
             if (!progress.quiet) mds::print_warning("retry " + std::to_string(n) + " in " + std::to_string(static_cast<int>(s + 0.5)) + " s: " + why);
         };
         o.http.user_agent = std::string("mds-hub-sync/") + mds::mds_version();
+        o.http.answer_timeout = o.http.stall_timeout = std::chrono::seconds(timeout_s);
+        o.http.connect_timeout = std::chrono::seconds(std::min(timeout_s, 30));
+        o.http.retry.max_retries = retries;
         const bool s3 = mds::hub::is_s3_url(o.repo.id);
         if (s3) {
             for (const char* hub_only : {"--repo-type", "--revision", "--path-in-repo", "--private", "--message"})

@@ -25,6 +25,10 @@ std::vector<std::string> split_commas(const std::vector<std::string>& in) {
     return out;
 }
 
+// Bounds of the hour / minute flags: beyond a year they are typos (1e300 would also overflow the
+// arithmetic on seconds).
+constexpr double kHoursInYear = 24 * 366;
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,12 +48,12 @@ int main(int argc, char** argv) {
         app.add_option("--partition", partitions, "Only jobs in these partitions (repeatable or comma-separated)");
         app.add_option("--max-pending-hours", o.watch.max_pending_hours,
                        "A job PENDING longer than this counts as not scheduled (for exclusive allocations; default: off)")
-            ->check(mds::non_negative_number());
+            ->check(mds::number_in(0, kHoursInYear));
 
         app.add_option("--log-file", o.watch.log_file, "The training's main log, for --stall-minutes")->group("Stall");
         app.add_option("--stall-minutes", o.watch.stall_minutes,
                        "Alert when the job runs but --log-file gets no new iteration line for this long")
-            ->check(mds::positive_number())
+            ->check(mds::number_in(0, kHoursInYear * 60, true))
             ->group("Stall");
 
         app.add_option("--watch-disk", disks,
@@ -75,12 +79,12 @@ int main(int argc, char** argv) {
         app.add_option("--renotify-hours", o.policy.renotify_hours,
                        "Send an alert that is still true again after this many hours (0: every run)")
             ->capture_default_str()
-            ->check(mds::non_negative_number())
+            ->check(mds::number_in(0, kHoursInYear))
             ->group("Alerts");
         app.add_option("--unreachable-after", o.policy.unreachable_after,
                        "Send 'cannot reach the scheduler' only after this many runs in a row failed")
             ->capture_default_str()
-            ->check(mds::positive_number())
+            ->check(mds::number_in(1, 1e6))
             ->group("Alerts");
         app.add_option("--append-to", o.append_to, "Also append every line to this file (the log of logs)")->group("Alerts");
 
@@ -94,9 +98,9 @@ int main(int argc, char** argv) {
             ->capture_default_str()
             ->check(CLI::IsMember({"auto", "json", "text"}))
             ->group("SLURM");
-        app.add_option("--timeout", o.timeout_s, "Seconds a squeue / sacct call may take")
+        app.add_option("--timeout", o.timeout_s, "Seconds a squeue / sacct call may take (at most a day)")
             ->capture_default_str()
-            ->check(mds::positive_number())
+            ->check(mds::number_in(0, mds::slurm::kMaxTimeoutSeconds, true))
             ->group("SLURM");
         app.add_flag("-v,--verbose", o.verbose, "Say on stderr which commands ran and how long they took");
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "mds/hub/hash.h"
+#include "mds/util/json_limits.h"
 #include "mds/util/base64.h"
 #include "mds/util/files.h"
+#include "mds/util/safe_paths.h"  // printable
 
 namespace mds::hub {
 namespace {
@@ -20,11 +23,26 @@ const char* kLfsMime = "application/vnd.git-lfs+json";
 
 json parse_json(const HttpResponse& r, const std::string& what) {
     try {
+        check_json_depth(r.body, what + ": the Hub's answer");
         return json::parse(r.body);
+    } catch (const Error&) {
+        throw;
     } catch (const std::exception& e) {
-        throw Error(what + ": the Hub's answer is not JSON (" + std::string(e.what()) + "): " + r.describe());
+        throw Error(what + ": the Hub's answer is not JSON (" + printable(e.what(), 200) + "): " + r.describe());
     }
 }
+
+// "<what> failed: <answer> (after N attempts)[; check the token ...]".
+Error failure(const std::string& what, const HttpResponse& r) {
+    std::string msg = what + " failed: " + r.describe();
+    if (r.attempts > 1) msg += " (after " + std::to_string(r.attempts) + " attempts)";
+    if (r.status == 401 || r.status == 403) msg += "; check the token (HF_TOKEN) and its write access";
+    return Error(msg);
+}
+
+// A repository's listing stops here: the Hub allows far fewer files per repository (100,000 are
+// advised), so more is a server that pages without end.
+constexpr std::size_t kMaxTreeEntries = 10'000'000;
 
 std::string str(const json& j, const char* key) {
     const auto it = j.find(key);
@@ -89,18 +107,14 @@ std::string HubApi::api(const RepoRef& repo) const {
 HttpResponse HubApi::call(HttpRequest request, const std::string& what) {
     request.what = what;
     HttpResponse r = http_.send(request);
-    if (!r.ok()) {
-        std::string msg = what + " failed: " + r.describe();
-        if (r.attempts > 1) msg += " (after " + std::to_string(r.attempts) + " attempts)";
-        if (r.status == 401 || r.status == 403) msg += "; check the token (HF_TOKEN) and its write access";
-        throw Error(msg);
-    }
+    if (!r.ok()) throw failure(what, r);
     return r;
 }
 
 std::string HubApi::whoami() {
     HttpRequest req;
     req.url = endpoint_ + "/api/whoami-v2";
+    req.max_answer_bytes = kMaxSmallAnswerBytes;
     const auto j = parse_json(call(req, "whoami"), "whoami");
     return str(j, "name");
 }
@@ -117,10 +131,11 @@ bool HubApi::create_repo(const RepoRef& repo, bool private_repo) {
     req.headers = {{"Content-Type", "application/json"}};
     req.body = body.dump();
     req.what = "create repository " + repo.id;
+    req.max_answer_bytes = kMaxSmallAnswerBytes;
     const HttpResponse r = http_.send(req);
     if (r.ok()) return true;
     if (r.status == 409 && r.body.find("conflicting operation") == std::string::npos) return false;  // exists
-    throw Error("create repository " + repo.id + " failed: " + r.describe());
+    throw failure("create repository " + repo.id, r);
 }
 
 std::optional<std::string> HubApi::head(const RepoRef& repo) {
@@ -129,7 +144,7 @@ std::optional<std::string> HubApi::head(const RepoRef& repo) {
     req.what = "revision " + repo.revision + " of " + repo.id;
     const HttpResponse r = http_.send(req);
     if (r.status == 404) return std::nullopt;
-    if (!r.ok()) throw Error(req.what + " failed: " + r.describe());
+    if (!r.ok()) throw failure(req.what, r);
     const std::string sha = str(parse_json(r, req.what), "sha");
     if (sha.empty()) throw Error(req.what + ": the answer has no commit sha");
     return sha;
@@ -140,12 +155,17 @@ std::vector<RemoteEntry> HubApi::list_tree(const RepoRef& repo, const std::strin
     std::string url = api(repo) + "/tree/" + url_quote(repo.revision) +
                       (path_in_repo.empty() ? "" : "/" + url_quote(path_in_repo, true)) + "?recursive=true&expand=false";
     const std::string what = "list files of " + repo.id;
+    std::set<std::string> seen;  // pages already read: a "next" link back to one is a loop
     while (!url.empty()) {
+        if (!seen.insert(url).second)
+            throw Error(what + ": the Hub's pages loop (the next page is " + url_for_message(url) + ", already read)");
         HttpRequest req;
         req.url = url;
+        req.what = what;
+        req.max_answer_bytes = kMaxApiAnswerBytes;  // the Hub pages by 1,000 entries (~300 KB)
         const HttpResponse r = http_.send(req);
         if (r.status == 404 && out.empty()) return out;  // a folder not there yet
-        if (!r.ok()) throw Error(what + " failed: " + r.describe());
+        if (!r.ok()) throw failure(what, r);
         const json j = parse_json(r, what);
         if (!j.is_array()) throw Error(what + ": expected a JSON list");
         for (const auto& e : j) {
@@ -157,6 +177,8 @@ std::vector<RemoteEntry> HubApi::list_tree(const RepoRef& repo, const std::strin
             if (auto l = e.find("lfs"); l != e.end() && l->is_object()) re.lfs_sha256 = str(*l, "oid");
             out.push_back(std::move(re));
         }
+        if (out.size() > kMaxTreeEntries)
+            throw Error(what + ": more than " + std::to_string(kMaxTreeEntries) + " entries; the Hub's listing does not end");
         url = next_link(r);
         if (!url.empty()) check_url_allowed(url);
     }
@@ -181,7 +203,7 @@ std::vector<PreuploadAnswer> HubApi::preupload(const RepoRef& repo, const std::v
             PreuploadAnswer a;
             a.path = str(f, "path");
             a.lfs = str(f, "uploadMode") == "lfs";
-            a.ignore = f.value("shouldIgnore", false);
+            if (auto ig = f.find("shouldIgnore"); ig != f.end() && ig->is_boolean()) a.ignore = ig->get<bool>();
             if (auto o = f.find("oid"); o != f.end() && o->is_string()) a.remote_oid = o->get<std::string>();
             out.push_back(std::move(a));
         }
@@ -206,6 +228,7 @@ std::vector<LfsTransfer> HubApi::lfs_batch(const RepoRef& repo,
         req.url = endpoint_ + "/" + web_prefix(repo.type) + repo.id + ".git/info/lfs/objects/batch";
         req.headers = {{"Accept", kLfsMime}, {"Content-Type", kLfsMime}};
         req.body = body.dump();
+        req.max_answer_bytes = kMaxLargeAnswerBytes;  // part URLs of up to 256 multipart objects
         const json j = parse_json(call(req, "LFS batch for " + repo.id), "LFS batch");
         const auto list = j.find("objects");
         if (list == j.end() || !list->is_array()) throw Error("LFS batch for " + repo.id + ": no \"objects\" in the answer");
@@ -214,7 +237,7 @@ std::vector<LfsTransfer> HubApi::lfs_batch(const RepoRef& repo,
             t.oid = str(o, "oid");
             t.size = u64(o, "size");
             if (auto e = o.find("error"); e != o.end() && e->is_object())
-                t.error = str(*e, "message") + " (" + std::to_string(e->value("code", 0)) + ")";
+                t.error = printable(str(*e, "message"), 300) + " (" + std::to_string(u64(*e, "code")) + ")";
             if (auto a = o.find("actions"); a != o.end() && a->is_object()) {
                 if (auto up = a->find("upload"); up != a->end() && up->is_object()) {
                     t.needed = true;
@@ -256,6 +279,7 @@ void HubApi::upload_lfs(const LfsTransfer& t, const std::string& local_path,
         req.headers = t.upload_header;
         req.body_file = local_path;
         req.body_length = t.size;
+        req.max_answer_bytes = kMaxSmallAnswerBytes;
         call(req, "upload of " + local_path);
         if (progress) progress(t.size);
     } else {
@@ -274,6 +298,7 @@ void HubApi::upload_lfs(const LfsTransfer& t, const std::string& local_path,
             req.body_file = local_path;
             req.body_offset = i * chunk;
             req.body_length = std::min(chunk, t.size - req.body_offset);
+            req.max_answer_bytes = kMaxSmallAnswerBytes;
             const HttpResponse r = call(req, "part " + std::to_string(i + 1) + "/" + std::to_string(parts.size()) + " of " + local_path);
             std::string etag = r.header("etag");
             if (etag.empty()) throw Error("part " + std::to_string(i + 1) + " of " + local_path + ": no ETag in the answer");
@@ -287,6 +312,7 @@ void HubApi::upload_lfs(const LfsTransfer& t, const std::string& local_path,
         req.authorize = false;
         req.headers = {{"Accept", kLfsMime}, {"Content-Type", kLfsMime}};
         req.body = json{{"oid", t.oid}, {"parts", done}}.dump();
+        req.max_answer_bytes = kMaxSmallAnswerBytes;
         call(req, "completion of the multipart upload of " + local_path);
     }
     if (!t.verify_href.empty()) {
@@ -297,6 +323,7 @@ void HubApi::upload_lfs(const LfsTransfer& t, const std::string& local_path,
         req.headers.emplace_back("Accept", kLfsMime);
         req.headers.emplace_back("Content-Type", kLfsMime);
         req.body = json{{"oid", t.oid}, {"size", t.size}}.dump();
+        req.max_answer_bytes = kMaxSmallAnswerBytes;
         call(req, "verify of " + local_path);
     }
 }
@@ -329,6 +356,7 @@ std::string HubApi::commit(const RepoRef& repo, const std::string& summary, cons
     req.body = std::move(ndjson);
     req.retry = false;
     req.what = "commit to " + repo.id;
+    req.max_answer_bytes = kMaxSmallAnswerBytes;
     const HttpResponse r = http_.send(req);
     if (r.status == 0 || r.status >= 500)
         throw CommitUncertain("commit to " + repo.id + " of " + std::to_string(files.size()) +

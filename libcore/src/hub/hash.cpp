@@ -141,11 +141,26 @@ FileDigests digest_file(const std::string& path) { return digest(path, std::null
 FileDigests digest_file_prefix(const std::string& path, std::uint64_t size) { return digest(path, size); }
 
 std::string read_file_prefix(const std::string& path, std::uint64_t size) {
-    std::string s = read_file(path);
-    if (s.size() < size)
-        throw Error(path + " is shorter (" + std::to_string(s.size()) + " bytes) than when it was hashed (" +
+    // Only the prefix is read: the file may have grown (a live log) far past what was hashed.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(errno_message("cannot read " + path, errno));
+    std::string s(static_cast<std::size_t>(size), '\0');
+    std::size_t got = 0;
+    while (got < s.size()) {
+        const ssize_t r = ::pread(fd, s.data() + got, s.size() - got, static_cast<off_t>(got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            const int err = errno;
+            ::close(fd);
+            throw Error(errno_message("cannot read " + path, err));
+        }
+        if (r == 0) break;
+        got += static_cast<std::size_t>(r);
+    }
+    ::close(fd);
+    if (got < s.size())
+        throw Error(path + " is shorter (" + std::to_string(got) + " bytes) than when it was hashed (" +
                     std::to_string(size) + "): it was truncated or replaced");
-    s.resize(static_cast<std::size_t>(size));
     return s;
 }
 

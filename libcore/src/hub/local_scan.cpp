@@ -9,11 +9,14 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <functional>
 #include <map>
 
+#include "mds/util/json_limits.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
 #include "mds/util/progress.h"
+#include "mds/util/safe_paths.h"  // prepare_output_dir, system_error_message, printable
 
 namespace mds::hub::detail {
 namespace {
@@ -22,33 +25,79 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kStateFormat = "mds-hub-sync-state/1";
+// About 200 bytes per file: room for some 300,000 files. A larger file is not our state (a wrong
+// --state-file) and is not read whole.
+constexpr std::uint64_t kMaxStateFileBytes = std::uint64_t{64} << 20;
 
 struct State {
     std::map<std::string, json> files;
     json extra = json::object();
 };
 
-State load_state(const std::string& path) {
+// A cache entry as save_state writes it; anything else is ignored (hashed again).
+bool usable_entry(const json& v) {
+    return v.is_object() && v.contains("size") && v["size"].is_number_unsigned() && v.contains("mtime_ns") &&
+           v["mtime_ns"].is_number_integer() && v.contains("sha256") && v["sha256"].is_string() && v.contains("git_sha1") &&
+           v["git_sha1"].is_string();
+}
+
+State load_state(const std::string& path, const std::function<void(const std::string&)>& warn) {
     State st;
     if (!file_exists(path)) return st;
     try {
-        const json j = json::parse(read_file(path));
-        if (j.value("format", std::string()) != kStateFormat) return st;
+        const std::string text = read_file(path, kMaxStateFileBytes, "mds-hub-sync state file");
+        check_json_depth(text, path);
+        const json j = json::parse(text);
+        if (!j.is_object() || !j.contains("format") || j["format"] != kStateFormat) {
+            if (warn) warn(printable(path, 200) + " is not an mds-hub-sync state file; every file is hashed again");
+            return st;
+        }
         if (j.contains("files") && j["files"].is_object())
-            for (const auto& [k, v] : j["files"].items()) st.files[k] = v;
+            for (const auto& [k, v] : j["files"].items())
+                if (usable_entry(v)) st.files[k] = v;
         if (j.contains("destination") && j["destination"].is_object()) st.extra = j["destination"];
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
         // A damaged state only costs hashing again (and, for S3, re-sending unfinished multipart uploads).
+        if (warn) warn(std::string("ignoring the state file: ") + e.what() + "; every file is hashed again");
     }
     return st;
 }
 
 }  // namespace
 
+void check_local_dir(const std::string& dir) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) throw Error(system_error_message("cannot read LOCAL_DIR", dir, errno));
+    if (!S_ISDIR(st.st_mode)) throw Error("LOCAL_DIR '" + printable(dir, 200) + "' is not a folder");
+    if (::access(dir.c_str(), R_OK | X_OK) != 0) throw Error(system_error_message("cannot read LOCAL_DIR", dir, errno));
+}
+
+std::string prepare_state(const std::string& state_path, bool dry_run) {
+    if (state_path.empty()) throw UsageError("--state-file: empty path");
+    struct stat st {};
+    if (::stat(state_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        throw UsageError("--state-file '" + printable(state_path, 200) + "' exists and is not a regular file");
+    // A bare name is a file of the current folder.
+    std::string folder = fs::path(state_path).parent_path().string();
+    if (folder.empty()) folder = ".";
+    if (dry_run) {
+        // A dry run changes nothing: without a writable state folder it runs unlocked.
+        if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || ::access(folder.c_str(), W_OK | X_OK) != 0) return {};
+        return state_path + ".lock";
+    }
+    try {
+        (void)prepare_output_dir(folder, "state folder");  // also removes temporaries of killed runs
+    } catch (const Error& e) {
+        throw Error(std::string(e.what()) + " (the digest cache and lock of mds-hub-sync live there; " +
+                    "--state-file PATH puts them in a writable folder)");
+    }
+    return state_path + ".lock";
+}
+
 RunLock::RunLock(const std::string& path) {
-    fs::create_directories(fs::path(path).parent_path());
+    if (path.empty()) return;  // a dry run without a writable state folder
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error(errno_message("cannot open the lock file " + path, errno));
+    if (fd_ < 0) throw Error(system_error_message("cannot open the lock file", path, errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
         std::string holder(64, '\0');
         const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
@@ -61,7 +110,9 @@ RunLock::RunLock(const std::string& path) {
     if (::ftruncate(fd_, 0) == 0) (void)::pwrite(fd_, pid.data(), pid.size(), 0);
 }
 
-RunLock::~RunLock() { ::close(fd_); }
+RunLock::~RunLock() {
+    if (fd_ >= 0) ::close(fd_);
+}
 
 std::string default_state_file(const std::string& local_dir, const std::string& destination) {
     std::string safe;
@@ -118,7 +169,7 @@ LocalScan scan_local(const SyncOptions& o, const std::string& state_path, const 
     }
     std::sort(files.begin(), files.end(), [](const LocalFile& a, const LocalFile& b) { return a.rel < b.rel; });
     report.local_files = files.size();
-    State cache = load_state(state_path);
+    State cache = load_state(state_path, o.warn);
     LocalScan scan;
     scan.extra = std::move(cache.extra);
     std::uint64_t scan_bytes = 0;

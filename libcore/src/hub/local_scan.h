@@ -33,7 +33,18 @@ struct LocalFile {
     bool hashed = false;
 };
 
+// Throws mds::Error naming `dir` (and the errno text) unless it is a readable folder.
+void check_local_dir(const std::string& dir);
+
+// Makes sure, before anything is uploaded, that the state file can be kept: a path that exists and
+// is not a file is refused, its folder (the current folder for a bare name) is created and probed
+// for writing (mds::prepare_output_dir; errors name the folder, the errno text, and --state-file).
+// Returns the lock file's path, or "" for a dry run whose state folder is missing or read-only
+// (it changes nothing, so it runs unlocked).
+std::string prepare_state(const std::string& state_path, bool dry_run);
+
 // An exclusive lock beside the state file, held for the whole run: two cron runs must not overlap.
+// An empty path: no lock.
 class RunLock {
 public:
     explicit RunLock(const std::string& path);

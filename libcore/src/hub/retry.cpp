@@ -49,6 +49,12 @@ double backoff_seconds(const RetryPolicy& policy, int retry) {
     return std::min(wait, policy.max_seconds);
 }
 
+double retry_wait_seconds(const RetryPolicy& policy, int retry, const std::map<std::string, std::string>& headers,
+                          long status, std::int64_t now) {
+    if (const auto hint = server_wait_seconds(headers, status, now)) return std::min(*hint, policy.max_server_wait_seconds);
+    return backoff_seconds(policy, retry);
+}
+
 std::optional<std::int64_t> parse_http_date(std::string_view text) {
     const std::string s(trim(text));
     std::tm tm{};

@@ -9,11 +9,13 @@
 #include <cstdlib>
 #include <ctime>
 #include <map>
+#include <set>
 
 #include "hub/local_scan.h"
 #include "mds/hub/hash.h"
 #include "mds/hub/xml.h"
 #include "mds/util/files.h"
+#include "mds/util/safe_paths.h"  // printable
 
 namespace mds::hub {
 namespace {
@@ -82,7 +84,8 @@ std::string env(const char* name) {
 // [section] → key → value of an AWS shared credentials / config file.
 std::map<std::string, std::map<std::string, std::string>> read_ini(const std::string& path) {
     std::map<std::string, std::map<std::string, std::string>> out;
-    const std::string text = read_file(path);
+    // A few hundred bytes per profile: a larger file is not an AWS configuration.
+    const std::string text = read_file(path, std::uint64_t{1} << 20, "AWS credentials or config file");
     std::string section;
     std::size_t line_no = 0;
     std::size_t start = 0;
@@ -130,9 +133,9 @@ std::string describe_error(const HttpResponse& r) {
     try {
         const XmlElement e = parse_xml(r.body, "S3 error");
         if (e.name == "Error") {
-            std::string s = "HTTP " + std::to_string(r.status) + " " + e.child_text("Code");
+            std::string s = "HTTP " + std::to_string(r.status) + " " + printable(e.child_text("Code"), 80);
             const std::string msg = e.child_text("Message");
-            if (!msg.empty()) s += ": " + msg;
+            if (!msg.empty()) s += ": " + printable(msg, 300);
             return s;
         }
     } catch (const Error&) {
@@ -392,6 +395,8 @@ HttpResponse S3Client::send(const Call& c) {
     req.authorize = false;
     req.retry = c.retry;
     req.what = c.what;
+    // GETs are listings (1,000 keys or parts a page); every other answer is a short document.
+    req.max_answer_bytes = c.method == "GET" ? kMaxApiAnswerBytes : kMaxSmallAnswerBytes;
     return http_.send(req);
 }
 
@@ -427,6 +432,7 @@ void S3Client::create_bucket(const std::string& bucket) {
 std::vector<S3Object> S3Client::list(const std::string& bucket, const std::string& prefix) {
     std::vector<S3Object> out;
     std::string token;
+    std::set<std::string> tokens;  // a continuation token seen before: the listing loops
     for (int page = 1;; ++page) {
         // encoding-type=url: keys with characters XML 1.0 cannot carry come back percent-encoded.
         Call c{"GET", bucket, "", {{"list-type", "2"}, {"encoding-type", "url"}}, {}, "", "", 0, 0, "", true,
@@ -448,6 +454,7 @@ std::vector<S3Object> S3Client::list(const std::string& bucket, const std::strin
         if (doc.child_text("IsTruncated") != "true") break;
         token = doc.child_text("NextContinuationToken");
         if (token.empty()) throw Error(c.what + ": truncated, but no NextContinuationToken");
+        if (!tokens.insert(token).second) throw Error(c.what + ": the listing loops (a NextContinuationToken given before)");
     }
     return out;
 }
@@ -497,6 +504,7 @@ std::optional<std::vector<S3Part>> S3Client::list_parts(const std::string& bucke
                                                         const std::string& upload_id) {
     std::vector<S3Part> out;
     std::string marker;
+    std::set<std::string> markers;
     for (;;) {
         Call c{"GET", bucket, key, {{"uploadId", upload_id}}, {}, "", "", 0, 0, "", true,
                "list of the parts of s3://" + bucket + "/" + key};
@@ -517,7 +525,7 @@ std::optional<std::vector<S3Part>> S3Client::list_parts(const std::string& bucke
         }
         if (doc.child_text("IsTruncated") != "true") break;
         const std::string next = doc.child_text("NextPartNumberMarker");
-        if (next.empty() || next == marker) throw Error(c.what + ": truncated, but no new NextPartNumberMarker");
+        if (next.empty() || !markers.insert(next).second) throw Error(c.what + ": truncated, but no new NextPartNumberMarker");
         marker = next;
     }
     return out;

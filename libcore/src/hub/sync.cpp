@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -26,9 +25,13 @@
 namespace mds::hub {
 namespace {
 
-namespace fs = std::filesystem;
 using detail::LocalFile;
 using detail::trim;
+
+constexpr std::uint64_t kMaxTokenFileBytes = 64 << 10;
+// Regular (non-LFS) files travel base64-encoded inside the commit: the Hub takes them up to 10 MB.
+constexpr std::uint64_t kMaxInlineFileBytes = std::uint64_t{16} << 20;
+constexpr std::uint64_t kMaxInlineCommitBytes = std::uint64_t{64} << 20;
 
 }  // namespace
 
@@ -47,8 +50,9 @@ std::string find_token() {
     if (const char* p = std::getenv("HF_TOKEN_PATH"); p && *p) files.emplace_back(p);
     if (const char* h = std::getenv("HF_HOME"); h && *h) files.push_back(std::string(h) + "/token");
     if (const char* home = std::getenv("HOME"); home && *home) files.push_back(std::string(home) + "/.cache/huggingface/token");
+    // A token is about 40 bytes; a large file at a token path is not one (and is not read whole).
     for (const auto& f : files)
-        if (file_exists(f)) return trim(read_file(f));
+        if (file_exists(f)) return trim(read_file(f, kMaxTokenFileBytes, "Hugging Face token file"));
     return {};
 }
 
@@ -61,13 +65,13 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
     };
     SyncReport report;
     report.dry_run = o.dry_run;
-    if (!fs::is_directory(o.local_dir)) throw Error(o.local_dir + ": not a directory");
+    detail::check_local_dir(o.local_dir);
     const std::string state_path =
         o.state_file.empty()
             ? detail::default_state_file(o.local_dir, o.repo.type + "-" + o.repo.id + "-" + o.repo.revision +
                                                           (o.path_in_repo.empty() ? "" : "-" + o.path_in_repo))
             : o.state_file;
-    detail::RunLock lock(state_path + ".lock");
+    detail::RunLock lock(detail::prepare_state(state_path, o.dry_run));
 
     // 1. The local files, with digests (cached by size and mtime).
     std::vector<LocalFile> usable = detail::scan_local(o, state_path, o.path_in_repo, report).files;
@@ -148,6 +152,14 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
             log("ignored by the repository's .gitignore: " + lf->remote_path);
             continue;
         }
+        if (!it->second.lfs && lf->size > kMaxInlineFileBytes) {
+            // The Hub sends files over 10 MB through LFS; a server asking for more inline would make
+            // the commit (built in memory, base64) as large as the file.
+            report.failed.emplace_back(lf->remote_path, "the Hub asks for its " + std::to_string(lf->size) +
+                                                            " bytes inline in the commit; mds-hub-sync sends at most " +
+                                                            std::to_string(kMaxInlineFileBytes >> 20) + " MiB inline");
+            continue;
+        }
         (it->second.lfs ? lfs_files : regular_files).push_back(lf);
     }
     std::uint64_t total_bytes = 0;
@@ -212,10 +224,18 @@ SyncReport sync_folder(const std::string& endpoint, const SyncOptions& o) {
         }
     if (o.delete_remote)
         for (const auto& p : report.remote_only) ready.push_back({CommitFile::Kind::deleted, p, "", "", 0});
+    // Batches of at most max_files_per_commit files and kMaxInlineCommitBytes of inline content
+    // (the commit body is built in memory).
     const std::size_t per = std::max<std::size_t>(1, o.max_files_per_commit);
-    for (std::size_t start = 0; start < ready.size(); start += per) {
+    for (std::size_t start = 0, end = 0; start < ready.size(); start = end) {
+        std::uint64_t inline_bytes = 0;
+        for (end = start; end < ready.size() && end - start < per; ++end) {
+            const std::uint64_t add = ready[end].kind == CommitFile::Kind::regular ? ready[end].size : 0;
+            if (end > start && inline_bytes + add > kMaxInlineCommitBytes) break;
+            inline_bytes += add;
+        }
         const std::vector<CommitFile> batch(ready.begin() + static_cast<std::ptrdiff_t>(start),
-                                            ready.begin() + static_cast<std::ptrdiff_t>(std::min(ready.size(), start + per)));
+                                            ready.begin() + static_cast<std::ptrdiff_t>(end));
         const std::string msg = o.commit_message.empty()
                                     ? "mds-hub-sync: " + std::to_string(batch.size()) + " file(s)"
                                     : o.commit_message;

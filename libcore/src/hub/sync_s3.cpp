@@ -59,12 +59,12 @@ SyncReport sync_folder_s3(const S3Settings& settings, const S3Url& dest, const S
     };
     SyncReport report;
     report.dry_run = o.dry_run;
-    if (!std::filesystem::is_directory(o.local_dir)) throw Error(o.local_dir + ": not a directory");
+    detail::check_local_dir(o.local_dir);
     if (o.part_size < kMinPartSize) throw UsageError("the S3 part size must be at least 5 MiB");
     const std::string state_path =
         o.state_file.empty() ? detail::default_state_file(o.local_dir, "s3-" + dest.bucket + (dest.prefix.empty() ? "" : "-" + dest.prefix))
                              : o.state_file;
-    detail::RunLock lock(state_path + ".lock");
+    detail::RunLock lock(detail::prepare_state(state_path, o.dry_run));
 
     // 1. The local files, with digests.
     detail::LocalScan scan = detail::scan_local(o, state_path, dest.prefix, report);
@@ -74,6 +74,19 @@ SyncReport sync_folder_s3(const S3Settings& settings, const S3Url& dest, const S
     if (!state.contains("uploads") || !state["uploads"].is_object()) state["uploads"] = json::object();
     json& objects = state["objects"];  // key → {etag, sha256} as last seen after our upload or check
     json& pending = state["uploads"];  // key → {upload_id, sha256, size, part_size}: multipart uploads not completed
+    // Entries of another shape (a damaged or hand-edited state file) are forgotten: they would only
+    // save a check or a re-sent part.
+    for (auto it = objects.begin(); it != objects.end();) {
+        const bool good = it->is_object() && it->contains("etag") && (*it)["etag"].is_string() && it->contains("sha256") &&
+                          (*it)["sha256"].is_string();
+        it = good ? std::next(it) : objects.erase(it);
+    }
+    for (auto it = pending.begin(); it != pending.end();) {
+        const bool good = it->is_object() && it->contains("upload_id") && (*it)["upload_id"].is_string() &&
+                          it->contains("sha256") && (*it)["sha256"].is_string() && it->contains("size") &&
+                          (*it)["size"].is_number_unsigned() && it->contains("part_size") && (*it)["part_size"].is_number_unsigned();
+        it = good ? std::next(it) : pending.erase(it);
+    }
     auto save = [&]() {
         if (o.dry_run) return;
         try {
@@ -322,7 +335,8 @@ SyncReport sync_folder_s3(const S3Settings& settings, const S3Url& dest, const S
     for (auto it = pending.begin(); it != pending.end();) {
         const std::string rel = it.key().substr(std::min(it.key().size(), list_prefix.size()));
         const bool stored = unchanged_keys.count(it.key()) > 0;
-        if (!stored && (local_keys.count(it.key()) || std::filesystem::exists(std::filesystem::path(o.local_dir) / rel))) {
+        std::error_code ec;
+        if (!stored && (local_keys.count(it.key()) || std::filesystem::exists(std::filesystem::path(o.local_dir) / rel, ec))) {
             ++it;
             continue;
         }

@@ -162,6 +162,7 @@ std::string run_alert_command(const std::string& command, const std::string& mes
                               std::chrono::seconds timeout) {
     ProcessOptions opts;
     opts.timeout = timeout;
+    opts.max_output_bytes = std::size_t{1} << 20;  // only the end of stderr is shown, on failure
     opts.stdin_data = report;
     opts.env = {{"MDS_ALERT_MESSAGE", message},
                 {"MDS_ALERT_SUBJECT", subject},

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <ctime>
 
+#include "mds/util/json_limits.h"
 #include "mds/util/error.h"
+#include "mds/util/safe_paths.h"  // printable
 
 namespace mds::slurm {
 
@@ -208,11 +210,14 @@ std::string describe_json_error(const json& e) {
 QueryResult parse_squeue_json(std::string_view text, std::string_view source) {
     json doc;
     try {
+        check_json_depth(text, std::string(source));
         doc = json::parse(text.begin(), text.end());
     } catch (const json::parse_error& e) {
-        throw Error(std::string(source) + ": not JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+        throw Error(std::string(source) + ": not JSON at byte " + std::to_string(e.byte) + ": " + printable(e.what(), 300));
+    } catch (const Error&) {
+        throw;
     } catch (const std::exception& e) {
-        throw Error(std::string(source) + ": not JSON: " + e.what());
+        throw Error(std::string(source) + ": not JSON: " + printable(e.what(), 300));
     }
     if (!doc.is_object()) throw Error(std::string(source) + ": expected a JSON object at the top");
     QueryResult result;
@@ -273,7 +278,7 @@ std::vector<Job> parse_squeue_text(std::string_view text, std::string_view sourc
         std::int64_t id_number = 0;
         split_job_id(f[1], id_number, array_from_id);
         job.job_id = to_int(f[0]).value_or(id_number);
-        if (job.job_id == 0) throw Error(where + ": job id '" + std::string(f[0]) + "' is not a number");
+        if (job.job_id == 0) throw Error(where + ": job id '" + printable(f[0]) + "' is not a number");
         const auto array_id = to_int(f[2]);
         const bool is_array = !array_from_id.empty() || (f[3] != "N/A" && !f[3].empty());
         job.array_job_id = is_array ? array_id.value_or(id_number) : 0;
@@ -315,7 +320,7 @@ std::vector<Job> parse_sacct(std::string_view text, std::string_view source) {
         Job job;
         job.id = std::string(head[0]);
         split_job_id(head[0], job.job_id, job.array_task);
-        if (job.job_id == 0) throw Error(where + ": job id '" + job.id + "' is not a number");
+        if (job.job_id == 0) throw Error(where + ": job id '" + printable(job.id) + "' is not a number");
         if (!job.array_task.empty()) job.array_job_id = job.job_id;
         job.name = std::string(rest);
         job.state = state_word(tail[0]);
@@ -341,7 +346,7 @@ std::int64_t parse_slurm_time(std::string_view text) {
     const std::string t(text);
     const int n = std::sscanf(t.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &s, &extra);
     if (n != 6 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
-        throw Error("expected a time like 2026-11-22T12:32:34 or N/A, found '" + t + "'");
+        throw Error("expected a time like 2026-11-22T12:32:34 or N/A, found '" + printable(t) + "'");
     std::tm tm{};
     tm.tm_year = y - 1900;
     tm.tm_mon = mo - 1;

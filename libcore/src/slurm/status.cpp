@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,8 +17,10 @@
 #include <filesystem>
 #include <set>
 
+#include "mds/util/cli.h"         // format_number
 #include "mds/util/error.h"
 #include "mds/util/process.h"
+#include "mds/util/safe_paths.h"  // printable, prepare_output_dir
 #include "mds/util/tool.h"
 
 namespace mds::slurm {
@@ -29,8 +32,7 @@ std::string first_line(const std::string& s) {
     // squeue prefixes its errors with "squeue: error: "; keep the last line, the most specific.
     const auto nl = t.rfind('\n');
     if (nl != std::string::npos) t = t.substr(nl + 1);
-    if (t.size() > 300) t = t.substr(0, 300) + "...";
-    return t;
+    return printable(t, 300);
 }
 
 std::string joined(const std::vector<std::string>& v, const char* sep) {
@@ -41,11 +43,25 @@ std::string joined(const std::vector<std::string>& v, const char* sep) {
 
 std::string timestamp(std::int64_t now) { return format_local_time(now, "%Y-%m-%d %H:%M:%S"); }
 
-ProcessOptions process_options(const StatusOptions& o) {
+// What squeue / sacct may print before the answer is refused (and the program stopped): the
+// JSON form lists every job of the cluster before SLURM 24.05.1 (about 5 KiB each), the text and
+// sacct forms only the training's jobs. Endless or junk output costs at most this much memory.
+constexpr std::size_t kMaxSqueueJsonBytes = std::size_t{32} << 20;
+constexpr std::size_t kMaxSqueueTextBytes = std::size_t{8} << 20;
+constexpr std::size_t kMaxSacctBytes = std::size_t{8} << 20;
+
+// A deadline for each squeue / sacct call; --timeout was checked (check_timeout), so the
+// milliseconds neither overflow nor round down to 0, which run_process reads as "no limit".
+ProcessOptions process_options(const StatusOptions& o, std::size_t max_output_bytes) {
+    check_timeout(o.timeout_s);
     ProcessOptions p;
-    p.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
+    p.timeout = std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(o.timeout_s * 1000))));
+    p.max_output_bytes = max_output_bytes;
+    p.stop_on_overflow = true;
     return p;
 }
+
+std::string seconds_text(double s) { return format_number(s) + " s"; }
 
 std::string command_text(const std::vector<std::string>& argv) { return joined(argv, " "); }
 
@@ -76,6 +92,12 @@ void verbose(const StatusOptions& o, const std::string& what) {
 }
 
 }  // namespace
+
+void check_timeout(double timeout_s) {
+    if (!std::isfinite(timeout_s) || !(timeout_s > 0) || timeout_s > kMaxTimeoutSeconds)
+        throw UsageError("--timeout " + format_number(timeout_s) + ": expected a finite number of seconds greater than 0 and at most " +
+                         format_number(kMaxTimeoutSeconds) + " (a day)");
+}
 
 std::string default_state_file(const std::string& job_name) {
     std::string dir;
@@ -110,7 +132,9 @@ std::vector<std::string> group_members(const std::string& group) {
 
 QueueView query_queue(const StatusOptions& o) {
     QueueView view;
-    const ProcessOptions popts = process_options(o);
+    const ProcessOptions json_opts = process_options(o, kMaxSqueueJsonBytes);
+    const ProcessOptions text_opts = process_options(o, kMaxSqueueTextBytes);
+    const ProcessOptions sacct_opts = process_options(o, kMaxSacctBytes);
     const std::string& name = o.watch.job_name;
 
     auto unreachable = [&](std::string why) {
@@ -129,20 +153,24 @@ QueueView query_queue(const StatusOptions& o) {
         if (!o.users.empty()) argv.push_back("--user=" + joined(o.users, ","));
         if (!o.partitions.empty()) argv.push_back("--partition=" + joined(o.partitions, ","));
         verbose(o, "running: " + command_text(argv));
-        const ProcessResult r = run_process(argv, popts);
+        const ProcessResult r = run_process(argv, json_opts);
         verbose(o, "squeue --json: " + r.describe() + " in " + std::to_string(r.elapsed.count()) + " ms, " +
                        std::to_string(r.out.size()) + " bytes");
         if (!r.started) return unreachable(o.squeue + " " + r.describe());
-        if (r.timed_out) return unreachable(o.squeue + " --json did not answer within " + std::to_string(static_cast<int>(o.timeout_s)) + " s");
+        if (r.timed_out) return unreachable(o.squeue + " --json did not answer within " + seconds_text(o.timeout_s));
+        if (r.overflowed && o.format == "json")
+            return unreachable(o.squeue + " --json " + r.describe() + " (the text form, --squeue-format text, lists only this job)");
         const bool contact = r.err.find("Unable to contact") != std::string::npos ||
                              r.err.find("Socket timed out") != std::string::npos ||
                              r.err.find("Zero Bytes were transmitted") != std::string::npos;
-        if (r.exit_code == 0 || contact) {
+        if (r.overflowed) {
+            verbose(o, "squeue --json " + r.describe() + "; trying the text form");
+        } else if (r.exit_code == 0 || contact) {
             try {
                 if (r.exit_code != 0) throw Error(first_line(r.err));
                 QueryResult q = parse_squeue_json(r.out);
                 if (q.jobs.empty() && !q.errors.empty())
-                    return unreachable("squeue --json answered with errors: " + joined(q.errors, "; "));
+                    return unreachable("squeue --json answered with errors: " + printable(joined(q.errors, "; "), 500));
                 view.jobs = std::move(q.jobs);
                 have = true;
             } catch (const Error& e) {
@@ -161,9 +189,10 @@ QueueView query_queue(const StatusOptions& o) {
         if (!o.users.empty()) argv.push_back("--user=" + joined(o.users, ","));
         if (!o.partitions.empty()) argv.push_back("--partition=" + joined(o.partitions, ","));
         verbose(o, "running: " + command_text(argv));
-        const ProcessResult r = run_process(argv, popts);
+        const ProcessResult r = run_process(argv, text_opts);
         if (!r.started) return unreachable(o.squeue + " " + r.describe());
-        if (r.timed_out) return unreachable(o.squeue + " did not answer within " + std::to_string(static_cast<int>(o.timeout_s)) + " s");
+        if (r.timed_out) return unreachable(o.squeue + " did not answer within " + seconds_text(o.timeout_s));
+        if (r.overflowed) return unreachable(o.squeue + " " + r.describe() + ", far more than the jobs of one name");
         if (r.exit_code != 0) return unreachable(o.squeue + ": " + r.describe() + ": " + first_line(r.err));
         try {
             view.jobs = parse_squeue_text(r.out);
@@ -178,7 +207,7 @@ QueueView query_queue(const StatusOptions& o) {
         if (o.users.empty()) argv.push_back("--allusers");
         else argv.push_back("--user=" + joined(o.users, ","));
         verbose(o, "running: " + command_text(argv));
-        const ProcessResult r = run_process(argv, popts);
+        const ProcessResult r = run_process(argv, sacct_opts);
         const bool disabled = r.out.find("accounting storage is disabled") != std::string::npos ||
                               r.err.find("accounting storage is disabled") != std::string::npos;
         if (r.ok() && !disabled) {
@@ -197,6 +226,7 @@ QueueView query_queue(const StatusOptions& o) {
 }
 
 int run_status(const StatusOptions& o) {
+    check_timeout(o.timeout_s);
     const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
     const bool stateless = o.policy.stateless;
     const std::string state_path = stateless ? std::string() : (o.state_file.empty() ? default_state_file(o.watch.job_name) : o.state_file);
@@ -269,8 +299,12 @@ int run_status(const StatusOptions& o) {
     }
     if (!problems.empty()) append(problem_lines);
     if (!stateless) {
+        // A bare --state-file name lives in the current folder. prepare_output_dir creates the
+        // folder and removes temporaries of runs that were killed while saving.
+        std::string folder = std::filesystem::path(state_path).parent_path().string();
+        if (folder.empty()) folder = ".";
         try {
-            std::filesystem::create_directories(std::filesystem::path(state_path).parent_path());
+            (void)prepare_output_dir(folder, "state folder");
             save_state(state_path, state);
         } catch (const std::exception& e) {
             print_warning(std::string("cannot save the state (alerts may be sent again next run): ") + e.what());

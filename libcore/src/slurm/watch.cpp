@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "mds/util/json_limits.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
 
@@ -88,14 +89,20 @@ std::optional<std::pair<std::int64_t, std::int64_t>> parse_iteration_line(const 
 LogScan scan_log(const std::string& path, std::uint64_t max_scan_bytes) {
     LogScan scan;
     scan.path = path;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO given as the log must not block the watchdog (it is refused below).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         scan.error = errno_message("cannot read " + path, errno);
         return scan;
     }
     struct stat st{};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        scan.error = S_ISDIR(st.st_mode) ? path + " is a directory" : errno_message("cannot stat " + path, errno);
+    if (::fstat(fd, &st) != 0) {
+        scan.error = errno_message("cannot stat " + path, errno);
+        ::close(fd);
+        return scan;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        scan.error = S_ISDIR(st.st_mode) ? path + " is a directory" : path + " is not a regular file";
         ::close(fd);
         return scan;
     }
@@ -105,6 +112,7 @@ LogScan scan_log(const std::string& path, std::uint64_t max_scan_bytes) {
     // Backwards in blocks; `tail` holds the bytes after the last newline seen so far (a partial
     // line that continues into the next block read).
     constexpr std::uint64_t kBlock = 1 << 20;
+    constexpr std::size_t kMaxLineBytes = 1 << 20;
     std::uint64_t end = scan.size;
     std::string carry;  // bytes of the line that spans the block boundary (starts mid-line)
     bool only_space_after = true;
@@ -132,7 +140,13 @@ LogScan scan_log(const std::string& path, std::uint64_t max_scan_bytes) {
             const std::size_t nl = line_end == 0 ? std::string::npos : text.rfind('\n', line_end - 1);
             const std::size_t line_begin = nl == std::string::npos ? 0 : nl + 1;
             if (nl == std::string::npos && begin > 0) {
+                // A line longer than kMaxLineBytes (binary junk, a log without newlines) is no
+                // iteration line: keep only its tail, so that memory stays bounded.
                 carry = text.substr(0, line_end);
+                if (carry.size() > kMaxLineBytes) {
+                    carry.erase(0, carry.size() - kMaxLineBytes);
+                    only_space_after = false;
+                }
                 break;
             }
             const std::string line = text.substr(line_begin, line_end - line_begin);
@@ -381,7 +395,8 @@ std::vector<Finding> assess_jobs(const WatchConfig& config, const QueueView& que
 
     // Stall: the running job must add iteration lines to the log.
     if (running && log && config.stall_minutes > 0) {
-        const std::int64_t limit = static_cast<std::int64_t>(std::llround(config.stall_minutes * 60.0));
+        // Capped so that no value the library is given can overflow llround (the flag allows a year).
+        const std::int64_t limit = static_cast<std::int64_t>(std::llround(std::min(config.stall_minutes * 60.0, 1e15)));
         const std::int64_t job_start = running->start_time > 0 ? running->start_time : now - elapsed_of(*running, now);
         if (!log->error.empty()) {
             if (now - job_start >= limit)
@@ -478,11 +493,21 @@ std::vector<Finding> select_notifications(std::vector<Finding>& findings, WatchS
 
 // --- state file ---------------------------------------------------------------------------------
 
+namespace {
+constexpr std::uint64_t kMaxStateFileBytes = std::uint64_t{16} << 20;
+}  // namespace
+
 WatchState load_state(const std::string& path) {
     WatchState s;
     if (!file_exists(path)) return s;
-    const std::string text = read_file(path);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        throw Error(path + ": not a regular file; --state-file names the file where alerts already sent are kept");
+    // A few KiB in practice (one record per open alert); the cap keeps a wrong --state-file (a
+    // checkpoint, a log) from being read whole.
+    const std::string text = read_file(path, kMaxStateFileBytes, "mds-slurm-status state file");
     try {
+        check_json_depth(text, path);
         const auto j = nlohmann::json::parse(text);
         if (!j.is_object() || j.value("format", std::string()) != "mds-slurm-status-state/1")
             throw Error(path + ": not an mds-slurm-status state file (format mds-slurm-status-state/1 expected)");

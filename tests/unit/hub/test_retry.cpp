@@ -39,3 +39,17 @@ TEST_CASE("hub: Retry-After in seconds or as an HTTP date; RateLimit's reset on 
     CHECK_FALSE(server_wait_seconds({{"RateLimit", "\"api\";r=0;t=55"}}, 503, now).has_value());
     CHECK_FALSE(server_wait_seconds({}, 429, now).has_value());
 }
+
+TEST_CASE("hub: a wait the server asks for is capped; without a hint, the backoff") {
+    const std::int64_t now = 1445412480;
+    RetryPolicy p;
+    CHECK(retry_wait_seconds(p, 1, {{"Retry-After", "3"}}, 503, now) == 4);
+    CHECK(retry_wait_seconds(p, 1, {{"Retry-After", "1e300"}}, 503, now) == p.max_server_wait_seconds);
+    CHECK(retry_wait_seconds(p, 1, {{"Retry-After", "Fri, 01 Jan 9999 00:00:00 GMT"}}, 503, now) == p.max_server_wait_seconds);
+    CHECK(retry_wait_seconds(p, 1, {{"RateLimit", "\"api\";r=0;t=99999999"}}, 429, now) == p.max_server_wait_seconds);
+    CHECK(retry_wait_seconds(p, 3, {}, 503, now) == 4);
+    CHECK(retry_wait_seconds(p, 1, {{"Retry-After", "nan"}}, 503, now) == 1);
+    CHECK(retry_wait_seconds(p, 1, {{"Retry-After", "inf"}}, 503, now) == 1);
+    p.max_server_wait_seconds = 10;
+    CHECK(retry_wait_seconds(p, 1, {{"Retry-After", "60"}}, 503, now) == 10);
+}

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "mds/util/error.h"
+#include "mds/util/json_limits.h"
 #include "mds/util/json_line.h"
 #include "test_support.h"
 
@@ -453,4 +455,54 @@ TEST_CASE("json_line: long strings") {
     for (std::size_t i = 0; i < big.size(); i += 997) big[i] = ' ';
     std::string line = "{\"text\": \"" + big + "\\n\\u00e9\"}";
     CHECK(text_of(line) == big + "\n\xC3\xA9");
+}
+
+TEST_CASE("json_line: long values with many escapes, several keys and a reused parser") {
+    // Values over 1 MiB are decoded into room reserved from the rest of the line: the result is the
+    // same as for short ones, for every key, whatever the previous line left in the values.
+    std::string raw, expect;
+    for (int i = 0; i < 200000; ++i) {
+        raw += "ab\\n\\u00e9\\\"\\ud83d\\ude00 ";
+        expect += "ab\n\xC3\xA9\"\xF0\x9F\x98\x80 ";
+    }
+    const std::string line = "{\"meta\": \"" + raw + "\", \"n\": 1, \"text\": \"" + raw + "x\"}";
+    JsonLineParser parser({"text", "meta"});
+    std::vector<std::string> values;
+    for (int round = 0; round < 2; ++round) {
+        parser.parse(line, values);
+        REQUIRE(values.size() == 2);
+        CHECK(values[0] == expect + "x");
+        CHECK(values[1] == expect);
+        parser.parse("{\"text\": \"short\", \"meta\": \"\"}", values);
+        CHECK(values[0] == "short");
+        CHECK(values[1].empty());
+    }
+}
+
+TEST_CASE("json_line: the --max-document-bytes flag and its message") {
+    for (const auto& [arg, want] : std::vector<std::pair<std::string, std::uint64_t>>{
+             {"100", 100}, {"64M", 64ull << 20}, {"64MiB", 64ull << 20}, {"2k", 2048}, {"1.5M", 1572864},
+             {"1G", 1ull << 30}, {"4294967295", 4294967295ull}}) {
+        CLI::App app;
+        std::uint64_t v = 0;
+        mds::add_max_document_bytes_flag(app, v, "help");
+        CHECK_NOTHROW(app.parse(std::vector<std::string>{arg, "--max-document-bytes"}));
+        CHECK(v == want);
+    }
+    for (const std::string arg : {"nan", "inf", "-1", "0", "4G", "abc", "1.5"}) {
+        CLI::App app;
+        std::uint64_t v = 0;
+        mds::add_max_document_bytes_flag(app, v, "help");
+        CHECK_THROWS_AS(app.parse(std::vector<std::string>{arg, "--max-document-bytes"}), CLI::ParseError);
+    }
+    CHECK(mds::too_long_line_reason(100, 64) == "line of 100 bytes is longer than --max-document-bytes 64");
+}
+
+TEST_CASE("check_json_depth refuses deep nesting before any parse, ignoring brackets in strings") {
+    CHECK_NOTHROW(mds::check_json_depth(R"({"a": [1, {"b": [[]]}]})", "doc"));
+    CHECK_NOTHROW(mds::check_json_depth(std::string(64, '[') + std::string(64, ']'), "doc"));
+    CHECK_THROWS_WITH_AS(mds::check_json_depth(std::string(65, '['), "answer.json"),
+                         doctest::Contains("answer.json: JSON nested deeper than 64 levels (at byte 64)"), mds::Error);
+    CHECK_NOTHROW(mds::check_json_depth("[\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"]", "doc"));
+    CHECK_THROWS_AS(mds::check_json_depth("[[[", "doc", 2), mds::Error);
 }

@@ -294,3 +294,53 @@ TEST_CASE("process: descriptors of the caller are not inherited") {
     REQUIRE(r.ok());
     CHECK(r.out == "closed\n");
 }
+
+TEST_CASE("process: stop_on_overflow stops an endless writer as soon as the cap is passed") {
+    mds::ProcessOptions o;
+    o.max_output_bytes = 1000;
+    o.stop_on_overflow = true;
+    o.timeout = 30s;
+    const auto r = mds::run_process({"yes", "junk"}, o);
+    CHECK(r.started);
+    CHECK(r.overflowed);
+    CHECK(r.truncated);
+    CHECK_FALSE(r.timed_out);
+    CHECK_FALSE(r.ok());
+    CHECK(r.out.size() == 1000);
+    CHECK(r.elapsed < 3000ms);  // not the 30 s deadline
+    CHECK(r.describe() == "stopped: it printed more than 1000 bytes");
+
+    // Endless stderr counts as well; caps are shown in MiB when they are whole MiB.
+    o.max_output_bytes = std::size_t{1} << 20;
+    const auto e = mds::run_process({"sh", "-c", "yes error >&2"}, o);
+    CHECK(e.overflowed);
+    CHECK(e.err.size() == (std::size_t{1} << 20));
+    CHECK(e.describe() == "stopped: it printed more than 1 MiB");
+}
+
+TEST_CASE("process: timeouts that are absurd, zero or negative neither overflow nor hang") {
+    // Beyond 30 days the deadline is cut (no overflow of the clock arithmetic).
+    const auto huge = mds::run_process({"sh", "-c", "echo ok"}, with_timeout(std::chrono::milliseconds::max()));
+    CHECK(huge.ok());
+    CHECK(huge.out == "ok\n");
+    const auto negative = mds::run_process({"true"}, with_timeout(-5s));
+    CHECK(negative.ok());
+    // A deadline of 1 ms is a deadline (not "none"): a sleeping child is stopped.
+    const auto tiny = mds::run_process({"sleep", "30"}, with_timeout(1ms));
+    CHECK(tiny.timed_out);
+    CHECK(tiny.elapsed < 3000ms);
+}
+
+TEST_CASE("process: without a deadline, a group member holding the pipes after the child exited is killed 2 s later") {
+    // The shell exits at once; its background sleep (same process group) keeps stdout open.
+    const auto r = mds::run_process({"sh", "-c", "sleep 30 & echo $!"});
+    CHECK(r.started);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.timed_out);
+    CHECK(r.elapsed >= 1500ms);
+    CHECK(r.elapsed < 5000ms);
+    REQUIRE_FALSE(r.out.empty());
+    const pid_t bg = static_cast<pid_t>(std::stol(r.out));
+    CHECK(dies_within(bg, 3000ms));
+    if (alive(bg)) ::kill(bg, SIGKILL);
+}

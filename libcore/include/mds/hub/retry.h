@@ -17,6 +17,9 @@ struct RetryPolicy {
     int max_retries = 5;        // tries after the first
     double base_seconds = 1.0;  // first wait; doubles each time
     double max_seconds = 8.0;   // cap of the doubling
+    // Cap of a wait the server asks for (Retry-After, RateLimit): the Hub's rate-limit windows are
+    // 5 minutes; a server asking for days is not waited for that long.
+    double max_server_wait_seconds = 301.0;
 };
 
 bool is_retryable_status(long status);
@@ -28,6 +31,11 @@ double backoff_seconds(const RetryPolicy& policy, int retry);
 // None: the server did not say (or said something unreadable).
 std::optional<double> server_wait_seconds(const std::map<std::string, std::string>& headers, long status,
                                           std::int64_t now);
+
+// The wait before retry number `retry`: what the server asks for (server_wait_seconds), at most
+// policy.max_server_wait_seconds, else backoff_seconds.
+double retry_wait_seconds(const RetryPolicy& policy, int retry, const std::map<std::string, std::string>& headers,
+                          long status, std::int64_t now);
 
 // "Wed, 21 Oct 2015 07:28:00 GMT" (RFC 9110 IMF-fixdate) → epoch seconds.
 std::optional<std::int64_t> parse_http_date(std::string_view text);

@@ -15,6 +15,13 @@ namespace mds::slurm {
 constexpr int kExitAlert = 3;        // at least one ALERT
 constexpr int kExitCannotCheck = 4;  // no ALERT, but something could not be checked (UNKNOWN)
 
+// The longest --timeout: a scheduler call allowed more than a day is a typo (or 1e300), and the
+// watchdog, run hourly, must come back.
+constexpr double kMaxTimeoutSeconds = 86400;
+// Throws mds::UsageError naming --timeout unless 0 < timeout_s <= kMaxTimeoutSeconds (nan and inf
+// refused): the library's own check, whatever the command line checked before.
+void check_timeout(double timeout_s);
+
 struct StatusOptions {
     WatchConfig watch;
     std::vector<std::string> users;       // squeue -u; empty: every user
@@ -24,7 +31,7 @@ struct StatusOptions {
     std::string squeue = "squeue";
     std::string sacct = "sacct";
     std::string format = "auto";          // auto | json | text
-    double timeout_s = 30;
+    double timeout_s = 30;                // per squeue / sacct call; see check_timeout
     bool use_sacct = true;
     MailConfig mail;                      // mail.to empty: no e-mail
     std::string alert_command;

@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hub_server import HubServer  # noqa: E402
-from testkit import binary, check, finish  # noqa: E402
+from testkit import binary, check, finish, run_measured  # noqa: E402
 
 TOOL = binary("mds-hub-sync")
 TOKEN = "hf_hostile_token_never_printed"
@@ -188,26 +188,7 @@ class HostileServer(socketserver.ThreadingTCPServer):
 
 
 def run(argv, env, limit_s, cwd=None, user=None):
-    """Runs the tool; returns (exit status, stdout, stderr, seconds, peak RSS in KiB). Killed after limit_s."""
-    if user is not None:
-        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
-    t0 = time.time()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
-    out, err = [], []
-    readers = [threading.Thread(target=lambda s=s, b=b: b.append(s.read()), daemon=True)
-               for s, b in ((p.stdout, out), (p.stderr, err))]
-    for r in readers:
-        r.start()
-    killer = threading.Timer(limit_s, p.kill)
-    killer.start()
-    _, status, usage = os.wait4(p.pid, 0)
-    killer.cancel()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    for r in readers:
-        r.join()
-    secs = time.time() - t0
-    text = (b"".join(err)).decode("utf-8", "replace")
-    return p.returncode, b"".join(out).decode("utf-8", "replace"), text, secs, usage.ru_maxrss
+    return run_measured(argv, limit_s, env=env, cwd=cwd, user=user)
 
 
 def hub_env(extra=None):

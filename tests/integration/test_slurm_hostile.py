@@ -24,7 +24,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testkit import binary, check, finish  # noqa: E402
+from testkit import binary, check, finish, run_measured  # noqa: E402
 
 TOOL = binary("mds-slurm-status")
 SANITIZED = bool(os.environ.get("MDS_SANITIZE"))
@@ -40,22 +40,7 @@ def script(d, name, body):
 
 
 def run(argv, limit_s, cwd=None):
-    """(exit status, stdout, stderr, seconds, peak RSS KiB); killed after limit_s."""
-    t0 = time.time()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
-    out, err = [], []
-    readers = [threading.Thread(target=lambda s=s, b=b: b.append(s.read()), daemon=True)
-               for s, b in ((p.stdout, out), (p.stderr, err))]
-    for r in readers:
-        r.start()
-    killer = threading.Timer(limit_s, p.kill)
-    killer.start()
-    _, status, usage = os.wait4(p.pid, 0)
-    killer.cancel()
-    for r in readers:
-        r.join()
-    return (os.waitstatus_to_exitcode(status), b"".join(out).decode("utf-8", "replace"),
-            b"".join(err).decode("utf-8", "replace"), time.time() - t0, usage.ru_maxrss)
+    return run_measured(argv, limit_s, cwd=cwd)
 
 
 def alive(pid):

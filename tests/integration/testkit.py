@@ -1,12 +1,15 @@
 """What the integration tests share: collecting failures (check / finish), skipping (exit 77, which ctest
-reports as skipped), finding a built binary, and huggingface_hub set up to talk to a local Hub only (LFS
+reports as skipped), finding a built binary, running a tool with its peak RSS measured (run_measured), and huggingface_hub set up to talk to a local Hub only (LFS
 protocol rather than Xet, no telemetry, no progress bars, a throw-away HF_HOME: never the user's token
 or cache)."""
 import atexit
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 failures = []
 
@@ -28,6 +31,29 @@ def finish():
 def skip(why):
     print(f"SKIP: {why}")
     sys.exit(77)
+
+
+def run_measured(argv, limit_s, env=None, cwd=None, user=None):
+    """Runs a tool and returns (exit status, stdout, stderr, seconds, peak RSS in KiB from wait4); it is killed
+    after limit_s seconds. user: a uid to run it as (through setpriv), for unwritable-folder checks as root."""
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+    t0 = time.time()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    out, err = [], []
+    readers = [threading.Thread(target=lambda s=s, b=b: b.append(s.read()), daemon=True)
+               for s, b in ((p.stdout, out), (p.stderr, err))]
+    for r in readers:
+        r.start()
+    killer = threading.Timer(limit_s, p.kill)
+    killer.start()
+    _, status, usage = os.wait4(p.pid, 0)
+    killer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    for r in readers:
+        r.join()
+    return (p.returncode, b"".join(out).decode("utf-8", "replace"), b"".join(err).decode("utf-8", "replace"),
+            time.time() - t0, usage.ru_maxrss)
 
 
 def binary(name):

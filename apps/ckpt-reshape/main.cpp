@@ -8,6 +8,7 @@
 #include "mds/util/cli.h"
 #include "mds/util/error.h"
 #include "mds/util/progress.h"
+#include "mds/util/safe_paths.h"  // checked_entry_name, printable
 #include "mds/util/tool.h"
 
 int main(int argc, char** argv) {
@@ -25,9 +26,16 @@ int main(int argc, char** argv) {
         mds::add_version_flag(app, "mds-ckpt-reshape");
         app.add_option("SRC", src, "Checkpoint root (holding `latest`) or a global_step folder")->required();
         app.add_option("DST", dst, "Destination checkpoint root (created); gets DST/<tag> and DST/latest")->required();
-        app.add_option("--target-tp", opt.target_tp, "Tensor-parallel degree of the result")->required();
-        app.add_option("--target-pp", opt.target_pp, "Pipeline-parallel degree of the result")->required();
-        app.add_option("--target-dp", opt.target_dp, "Data-parallel degree of the result (default: the source's)");
+        // Degrees are whole numbers of at least 1: 0 or a negative is refused with the flag named, never
+        // taken as "the source's" or as 1.
+        app.add_option("--target-tp", opt.target_tp, "Tensor-parallel degree of the result (1 to 1024)")
+            ->required()
+            ->check(mds::number_in(1, 1024));
+        app.add_option("--target-pp", opt.target_pp, "Pipeline-parallel degree of the result (1 to 1024)")
+            ->required()
+            ->check(mds::number_in(1, 1024));
+        app.add_option("--target-dp", opt.target_dp, "Data-parallel degree of the result, 1 to 65536 (default: the source's)")
+            ->check(mds::number_in(1, 65536));
         app.add_option("--tag", opt.tag, "Tag of SRC to reshape, e.g. global_step1000 (default: the one `latest` names)");
         app.add_flag("--with-optimizer", opt.with_optimizer,
                      "Reshard the BF16 optimizer states (fp32 masters, Adam moments); default: weights only");
@@ -40,13 +48,22 @@ int main(int argc, char** argv) {
                        "Whose partition_balanced cuts the stages: dp (DeepSpeed since Dec 2023, default) or bisect (v0.6.5, BLOOM era)")
             ->check(CLI::IsMember({"dp", "bisect"}));
         app.add_option("--original-vocab-size", opt.original_vocab_size,
-                       "Tokenizer vocabulary size, for checkpoints without checkpoint_info when the padded size changes");
+                       "Tokenizer vocabulary size (at least 1), for checkpoints without checkpoint_info when the padded size changes")
+            ->check(mds::number_in(1, 1e9));
         app.add_flag("--overwrite", opt.overwrite, "Replace DST/<tag> if it exists");
         app.add_flag("--dry-run", opt.dry_run, "Print the target layout (stages, layers, files); write nothing");
+        bool no_verify = false;
+        app.add_flag("--no-verify", no_verify, "Skip the CRC-32 checks of the pickles and tensors read (faster; damage goes unnoticed)");
         mds::add_progress_flags(app, progress);
         mds::add_json_flag(app, json);
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
 
+        try {
+            if (!opt.tag.empty()) mds::checked_entry_name(opt.tag, "--tag");
+        } catch (const mds::Error& e) {
+            throw mds::UsageError(e.what());
+        }
+        opt.verify = !no_verify;
         if (opt.write_universal) opt.with_optimizer = true;
         opt.partition_algorithm = *mds::ckpt::parse_partition_algorithm(algorithm);
         if (!progress.quiet) opt.note = [](const std::string& m) { mds::print_info(m); };
@@ -63,9 +80,9 @@ int main(int argc, char** argv) {
             std::printf("%s", mds::ckpt::describe_reshape(report).c_str());
         }
         if (!progress.quiet && !opt.dry_run)
-            mds::print_info(report.tag + ": tp " + std::to_string(report.source_tp) + " pp " + std::to_string(report.source_pp) + " -> tp " +
+            mds::print_info(mds::printable(report.tag) + ": tp " + std::to_string(report.source_tp) + " pp " + std::to_string(report.source_pp) + " -> tp " +
                             std::to_string(report.target_tp) + " pp " + std::to_string(report.target_pp) + " dp " + std::to_string(report.target_dp) +
-                            ", " + std::to_string(report.files.size()) + " files, " + std::to_string(report.bytes) + " bytes -> " + report.output);
+                            ", " + std::to_string(report.files.size()) + " files, " + std::to_string(report.bytes) + " bytes -> " + mds::printable(report.output, 200));
         return 0;
     });
 }

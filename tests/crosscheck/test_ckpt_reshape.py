@@ -958,7 +958,7 @@ def check_errors(tmp, bloom_src):
     check(r.returncode == 1 and "exists; pass --overwrite" in r.stderr, f"existing tag: {r.returncode} {r.stderr}")
     check(reshape(bloom_src, dst, "--target-tp", "1", "--target-pp", "1", "--overwrite").returncode == 0, "--overwrite")
     r = reshape(bloom_src, bloom_src, "--target-tp", "1", "--target-pp", "1", "--overwrite")
-    check(r.returncode == 1 and "source tag itself" in r.stderr, f"dst = src: {r.returncode} {r.stderr}")
+    check(r.returncode == 2 and "are the same folder" in r.stderr, f"dst = src: {r.returncode} {r.stderr}")
     r = reshape(dst, os.path.join(tmp, "e6"), "--target-tp", "1", "--target-pp", "1", "--universal")
     check(r.returncode == 1 and "bf16_zero_pp_rank" in r.stderr and not os.path.exists(os.path.join(tmp, "e6")), f"--universal on weights only: {r.stderr}")
     r = reshape(os.path.join(tmp, "nope"), os.path.join(tmp, "e7"), "--target-tp", "1", "--target-pp", "1")

@@ -202,7 +202,9 @@ def batch_and_errors(tmp):
     r = convert(broken, os.path.join(tmp, "broken-hf"))
     check(r.returncode != 0 and "layer_05" in r.stderr and not os.path.exists(os.path.join(tmp, "broken-hf")) and
           not [x for x in os.listdir(tmp) if x.startswith(".broken-hf")], f"truncated file: {r.returncode} {r.stderr[-300:]}")
-    r = convert(tmp, os.path.join(tmp, "nothing-hf"))
+    nothing = os.path.join(tmp, "nothing")
+    os.makedirs(nothing)
+    r = convert(nothing, os.path.join(tmp, "nothing-hf"))
     check(r.returncode != 0 and "checkpoint" in r.stderr, f"not a checkpoint: {r.returncode} {r.stderr[-300:]}")
     r = convert(root, out)
     check(r.returncode != 0 and "--overwrite" in r.stderr, f"existing output: {r.returncode} {r.stderr[-300:]}")

@@ -7,6 +7,7 @@
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/tp_reshard.h"  // qkv_rows_to_v2
 #include "mds/util/error.h"
+#include "mds/util/safe_paths.h"  // printable
 
 namespace mds::ckpt {
 namespace fs = std::filesystem;
@@ -99,18 +100,20 @@ TpRule tp_rule(const std::string& name) {
     return TpRule::Replicated;
 }
 
-DsCheckpoint::DsCheckpoint(const std::string& path, const std::string& tag) {
-    if (!fs::is_directory(path)) throw Error(path + ": no such checkpoint folder");
-    fs::path dir = path;
+DsCheckpoint::DsCheckpoint(const std::string& path, const std::string& tag, bool verify) : verify_(verify) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) throw Error(printable(path, 200) + ": no such checkpoint folder");
+    const fs::path base = plain_folder_path(path);
+    fs::path dir = base;
     if (!tag.empty()) {
-        dir /= tag;
-    } else if (const auto latest = read_latest_tag(path)) {
-        dir /= *latest;
-    } else if (!parse_ds_tag(dir.filename().string()) && !fs::exists(dir / ds_mp_rank_file(0))) {
-        throw Error(path + ": neither a checkpoint root with a `latest` file nor a global_step folder");
+        dir = checked_tag_dir(base.string(), tag, "--tag");
+    } else if (const auto latest = read_latest_tag(base.string())) {
+        dir = checked_tag_dir(base.string(), *latest, printable((base / "latest").string(), 200));
+    } else if (!parse_ds_tag(dir.filename().string()) && !fs::exists(dir / ds_mp_rank_file(0), ec)) {
+        throw Error(printable(path, 200) + ": neither a checkpoint root with a `latest` file nor a global_step folder");
     }
     dir_ = dir.string();
-    if (!fs::is_directory(dir)) throw Error(dir_ + ": no such checkpoint tag folder");
+    if (!fs::is_directory(dir, ec)) throw Error(printable(dir_, 200) + ": no such checkpoint tag folder");
     std::vector<std::pair<int, int>> files;
     int mp_files = 0;
     for (const auto& e : fs::directory_iterator(dir)) {
@@ -135,7 +138,7 @@ DsCheckpoint::DsCheckpoint(const std::string& path, const std::string& tag) {
         throw Error(dir_ + ": " + std::to_string(mp_files) + " mp_rank_*_model_states.pt files for " + std::to_string(tp_) +
                     " tensor-parallel shards");
     pp_ = mp_files / tp_;
-    mp_rank_ = std::make_unique<TorchFile>((dir / ds_mp_rank_file(0)).string());
+    mp_rank_ = std::make_unique<TorchFile>((dir / ds_mp_rank_file(0)).string(), verify_);
     const auto& root = mp_rank_->root();
     if (root.type() != PyType::Dict) throw Error(mp_rank_->path() + ": expected a dict at the top");
     const auto* a = root.find("args");
@@ -159,7 +162,7 @@ DsCheckpoint::Layer DsCheckpoint::open_layer(int layer) const {
     l.version_ = checkpoint_version_;
     l.heads_ = int_arg("num_attention_heads");
     for (int r = 0; r < tp_; ++r) {
-        l.shards_.push_back(std::make_unique<TorchFile>(layer_file(layer, r)));
+        l.shards_.push_back(std::make_unique<TorchFile>(layer_file(layer, r), verify_));
         const auto& items = l.shards_.back()->root().ordered_dict_items();
         std::vector<std::string> names;
         for (const auto& [k, v] : items.items()) names.push_back(k.as_str());

@@ -4,7 +4,11 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <sys/stat.h>  // stat
+
+#include "mds/util/error.h"
 #include "mds/util/files.h"
+#include "mds/util/safe_paths.h"  // checked_entry_name, printable
 
 namespace mds::ckpt {
 namespace {
@@ -96,13 +100,49 @@ std::optional<long long> parse_ds_tag(std::string_view name) {
 
 std::optional<std::string> read_latest_tag(const std::string& root) {
     const std::string path = (std::filesystem::path(root) / "latest").string();
-    if (!file_exists(path)) return std::nullopt;
-    std::string tag = read_file(path);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    // Not opened unless regular: a FIFO would block the open, a device would never end.
+    if (!S_ISREG(st.st_mode)) throw Error(printable(path, 200) + ": not a regular file (a checkpoint's `latest` holds a tag name)");
+    std::string tag = read_file(path, 4096, "`latest` file");
     const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
     while (!tag.empty() && space(tag.back())) tag.pop_back();
     std::size_t first = 0;
     while (first < tag.size() && space(tag[first])) ++first;
-    return tag.substr(first);
+    return checked_entry_name(std::string_view(tag).substr(first), printable(path, 200) + " (the tag of the latest checkpoint)");
+}
+
+std::string checked_tag_dir(const std::string& root, const std::string& tag, const std::string& source) {
+    checked_entry_name(tag, source);
+    const std::string dir = (std::filesystem::path(root) / tag).string();
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        std::string m = source;
+        m += " names tag '";
+        m += printable(tag);
+        m += "', but ";
+        m += printable(dir, 200);
+        m += " is not a folder";
+        throw Error(m);
+    }
+    return dir;
+}
+
+std::filesystem::path plain_folder_path(const std::string& path) {
+    namespace fs = std::filesystem;
+    const auto strip = [](fs::path p) {
+        p = p.lexically_normal();
+        if (p.filename().empty() && p.has_relative_path()) p = p.parent_path();
+        return p;
+    };
+    fs::path p = strip(path);
+    const auto name = p.filename().string();
+    if (name.empty() || name == "." || name == "..") {
+        std::error_code ec;
+        const fs::path abs = fs::absolute(path, ec);
+        if (!ec) p = strip(abs);
+    }
+    return p;
 }
 
 void write_latest_tag(const std::string& root, const std::string& tag) {

@@ -4,14 +4,16 @@
 #include <deque>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
-#include <unistd.h>
+#include <sys/stat.h>  // lstat
 
 #include "ckpt/reshape_plan.h"
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/torch_stream_writer.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
+#include "mds/util/safe_paths.h"  // refuse_overlap, prepare_output_dir, temp_path_for, printable
 
 namespace mds::ckpt {
 namespace fs = std::filesystem;
@@ -103,7 +105,7 @@ PyValue target_args(const Plan& plan, const PyValue& args) {
     attrs.as_dict().set("padded_vocab_size", PyValue::integer(plan.target_vocab));
     if (src.find("model_parallel_size")) attrs.as_dict().set("model_parallel_size", PyValue::integer(plan.tp));  // checkpoint_version < 3 naming
     if (src.find("data_parallel_size")) attrs.as_dict().set("data_parallel_size", PyValue::integer(plan.dp));
-    if (src.find("world_size")) attrs.as_dict().set("world_size", PyValue::integer(plan.tp * plan.pp * plan.dp));
+    if (src.find("world_size")) attrs.as_dict().set("world_size", PyValue::integer(static_cast<std::int64_t>(plan.tp) * plan.pp * plan.dp));
     out.as_object().has_state = true;
     out.as_object().state = attrs;
     return out;
@@ -185,6 +187,15 @@ std::vector<std::string> output_files(const Plan& plan) {
     return files;
 }
 
+// The source root's `latest` tag, or nothing when it is absent or unusable (then no tracker file is copied).
+std::optional<std::string> source_latest(const std::string& root) {
+    try {
+        return read_latest_tag(root);
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+}
+
 void sync_tree(const fs::path& dir) {
     for (const auto& e : fs::recursive_directory_iterator(dir))
         if (e.is_directory()) sync_directory(e.path().string());
@@ -194,7 +205,10 @@ void sync_tree(const fs::path& dir) {
 }  // namespace
 
 ReshapeReport reshape_checkpoint(const std::string& src, const std::string& dst, const ReshapeOptions& options) {
+    refuse_overlap(src, "source", dst, "destination");
     Plan plan = make_plan(src, options);
+    // The tag folder may be a symbolic link: where it really lives must not be the destination.
+    refuse_overlap(plan.source->directory(), "source tag", dst, "destination");
     ReshapeReport rep;
     rep.source = plan.source->directory();
     rep.tag = plan.tag;
@@ -219,16 +233,22 @@ ReshapeReport reshape_checkpoint(const std::string& src, const std::string& dst,
     const fs::path universal_dir = root / (plan.tag + "_universal");
     rep.output = final_dir.string();
     if (options.write_universal) rep.universal_output = universal_dir.string();
-    if (options.dry_run) return rep;
+    if (options.dry_run) {
+        check_output_dir(dst, "destination");
+        return rep;
+    }
 
-    if (fs::exists(final_dir) && fs::equivalent(final_dir, plan.source->directory()))
-        throw Error(final_dir.string() + " is the source tag itself; choose another destination");
-    for (const auto& d : {final_dir, universal_dir})
-        if (fs::exists(d) && !options.overwrite && (d == final_dir || options.write_universal))
-            throw Error(d.string() + " exists; pass --overwrite to replace it");
-    fs::create_directories(root);
-    const std::string suffix = ".tmp-" + std::to_string(::getpid());
-    const fs::path tmp = root / ("." + plan.tag + suffix), utmp = root / ("." + plan.tag + "_universal" + suffix);
+    for (const auto& d : {final_dir, universal_dir}) {
+        if (d != final_dir && !options.write_universal) continue;
+        struct stat st {};
+        if (::lstat(d.c_str(), &st) != 0) continue;
+        if (!S_ISDIR(st.st_mode))
+            throw Error("'" + printable(d.string(), 200) + "' exists and is not a folder; refusing to replace it");
+        if (!options.overwrite) throw Error(printable(d.string(), 200) + " exists; pass --overwrite to replace it");
+    }
+    for (const auto& removed : prepare_output_dir(root.string(), "destination"))
+        if (options.note) options.note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
+    const fs::path tmp = temp_path_for(final_dir.string()), utmp = temp_path_for(universal_dir.string());
     try {
         remove_tree(tmp.string());
         remove_tree(utmp.string());
@@ -264,8 +284,9 @@ ReshapeReport reshape_checkpoint(const std::string& src, const std::string& dst,
         write_latest_tag(root.string(), plan.tag);
         // Megatron's tracker file says the same, when the source has one for this tag.
         const fs::path tracker = fs::path(plan.source_root) / "latest_checkpointed_iteration.txt";
-        if (fs::exists(tracker) && read_latest_tag(plan.source_root) == plan.tag)
-            write_file_atomic((root / tracker.filename()).string(), read_file(tracker.string()));
+        struct stat st {};
+        if (::stat(tracker.c_str(), &st) == 0 && S_ISREG(st.st_mode) && source_latest(plan.source_root) == plan.tag)
+            write_file_atomic((root / tracker.filename()).string(), read_file(tracker.string(), 4096, "Megatron tracker file"));
     } catch (...) {
         try {
             remove_tree(tmp.string());
@@ -331,7 +352,7 @@ std::string reshape_report_json(const ReshapeReport& r) {
         {"optimizer_groups", r.optimizer_groups},
         {"universal", r.universal_output.empty() ? nlohmann::json() : nlohmann::json(r.universal_output)},
         {"bytes", r.bytes}};
-    return j.dump();
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace mds::ckpt

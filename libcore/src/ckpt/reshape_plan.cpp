@@ -5,6 +5,7 @@
 
 #include "mds/ckpt/ds_layout.h"
 #include "mds/util/error.h"
+#include "mds/util/safe_paths.h"  // checked_entry_name, printable
 
 namespace mds::ckpt::reshape_detail {
 namespace fs = std::filesystem;
@@ -42,12 +43,13 @@ bool megatron_weight_decay(const std::string& name, bool final_norm) {
 
 // The parameter → optimizer group map of the source's param_shapes (one OrderedDict per group),
 // over all stages of TP rank 0; the group count, 0 when there are none.
-int param_shape_groups(const DsCheckpoint& ck, const std::string& dir, std::map<std::string, int>& group_of, std::vector<std::string>& buffers) {
+int param_shape_groups(const DsCheckpoint& ck, const std::string& dir, bool verify, std::map<std::string, int>& group_of,
+                       std::vector<std::string>& buffers) {
     int groups = 0;
     std::set<std::string> seen_buffers;
     for (int s = 0; s < ck.pp(); ++s) {
         const std::string path = (fs::path(dir) / ds_mp_rank_file(s * ck.tp())).string();
-        TorchFile f(path);
+        TorchFile f(path, verify);
         if (f.root().type() != PyType::Dict) throw Error(path + ": expected a dict at the top");
         if (const auto* b = present(f.root().find("buffer_names")); b && b->type() == PyType::List)
             for (const auto& n : b->as_list())
@@ -82,21 +84,24 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
     if (o.target_tp < 1) throw UsageError("--target-tp " + std::to_string(o.target_tp) + ": expected at least 1");
     if (o.target_pp < 1) throw UsageError("--target-pp " + std::to_string(o.target_pp) + ": expected at least 1");
     if (o.target_dp < 0) throw UsageError("--target-dp " + std::to_string(o.target_dp) + ": expected at least 1");
+    if (o.original_vocab_size < 0)
+        throw UsageError("--original-vocab-size " + std::to_string(o.original_vocab_size) + ": expected at least 1");
     if (o.write_universal && !o.with_optimizer) throw UsageError("--universal needs the optimizer states (--with-optimizer)");
     const auto note = [&](const std::string& m) {
         if (o.note) o.note(m);
     };
 
     Plan plan;
-    plan.source = std::make_unique<DsCheckpoint>(src, o.tag);
+    plan.source = std::make_unique<DsCheckpoint>(src, o.tag, o.verify);
     const DsCheckpoint& ck = *plan.source;
     const fs::path dir = ck.directory();
-    plan.tag = dir.filename().string();
+    // The output tag is the source folder's name: a plain name, whatever SRC looked like.
+    plan.tag = checked_entry_name(dir.filename().string(), "the source tag folder " + printable(dir.string(), 200));
     plan.source_root = dir.parent_path().string();
     plan.tp = o.target_tp;
     plan.pp = o.target_pp;
     const std::string mp0 = (dir / ds_mp_rank_file(0)).string();
-    plan.mp_rank0 = std::make_unique<TorchFile>(mp0);
+    plan.mp_rank0 = std::make_unique<TorchFile>(mp0, o.verify);
     const PyValue& root = plan.mp_rank0->root();
     if (root.type() != PyType::Dict) throw Error(mp0 + ": expected a dict at the top");
 
@@ -114,7 +119,7 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
         if (engine_optimizer)
             throw Error(mp0 + ": the optimizer state sits in the mp_rank files (fp16/fp32 without ZeRO); only BF16 optimizer files "
                               "(bf16_zero_pp_rank_*) can be resharded. Reshape without --with-optimizer instead");
-        plan.optimizer = std::make_unique<Bf16OptimizerShards>(dir.string(), ck.tp(), ck.pp());
+        plan.optimizer = std::make_unique<Bf16OptimizerShards>(dir.string(), ck.tp(), ck.pp(), o.verify);
         plan.source_dp = plan.optimizer->dp();
         if (plan.optimizer->groups() != 2 && plan.optimizer->groups() != 3)
             throw Error(dir.string() + ": " + std::to_string(plan.optimizer->groups()) +
@@ -161,7 +166,7 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
     // Parameters in layer order, and how the source groups them (§5.1).
     std::map<std::string, int> shape_groups;
     std::vector<std::string> buffers;
-    const int shape_group_count = param_shape_groups(ck, dir.string(), shape_groups, buffers);
+    const int shape_group_count = param_shape_groups(ck, dir.string(), o.verify, shape_groups, buffers);
     const std::set<std::string> buffer_set(buffers.begin(), buffers.end());
     const std::map<std::string, int>* group_of = nullptr;
     int source_groups = 0;

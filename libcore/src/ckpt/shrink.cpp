@@ -1,17 +1,23 @@
 #include "mds/ckpt/shrink.h"
 
+#include <sys/stat.h>  // lstat
+
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
-#include <unistd.h>
+#include <optional>
 
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/torch_file.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
+#include "mds/util/safe_paths.h"  // refuse_overlap, prepare_output_dir, temp_path_for, printable
 
 namespace mds::ckpt {
 namespace fs = std::filesystem;
 namespace {
+
+constexpr std::size_t kCopyPieceBytes = 8u << 20;  // progress granularity of a copy
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 bool ends_with(const std::string& s, const std::string& e) {
@@ -21,11 +27,98 @@ bool ends_with(const std::string& s, const std::string& e) {
 bool is_optimizer_file(const std::string& name) { return ends_with(name, "optim_states.pt"); }
 bool is_mp_rank_file(const std::string& name) { return starts_with(name, "mp_rank_") && ends_with(name, "_model_states.pt"); }
 
-// Copies `from` to `to` in 1 MiB pieces through an atomic output.
-void copy_file_atomic(const std::string& from, const std::string& to) {
+std::string in_quotes(const std::string& path) {
+    std::string q = "'";
+    q += printable(path, 200);
+    q += '\'';
+    return q;
+}
+
+// Reports the bytes copied so far to the caller's progress callback.
+struct Tally {
+    const ShrinkOptions& options;
+    std::uint64_t files = 0, bytes = 0, total = 0;
+    void add(std::uint64_t n) {
+        bytes += n;
+        if (options.progress) options.progress(files, bytes, total);
+    }
+    void file_done() {
+        ++files;
+        if (options.progress) options.progress(files, bytes, total);
+    }
+};
+
+// Writes `bytes` to a new file `to` (temporary name, renamed when complete), in pieces.
+void write_copy(std::span<const std::byte> bytes, const std::string& to, Tally& tally) {
     AtomicOutput out(to);
-    out.append_file(from);
+    for (std::size_t at = 0; at < bytes.size(); at += kCopyPieceBytes) {
+        const std::size_t n = std::min(kCopyPieceBytes, bytes.size() - at);
+        out.write(bytes.data() + at, n);
+        tally.add(n);
+    }
     out.commit();
+}
+
+const char* const kNotCopied = "; it is not copied (restore it from a good copy, or pass --no-verify to copy it unchecked)";
+
+// What a damaged zip entry held, from the (unverified) pickle: "data.pkl", "tensor 'x' (storage
+// data/0)", or the entry's name when the file is no torch archive.
+std::string damaged_part(const std::string& path, const ZipArchive& zip, const ZipEntry& e) {
+    const std::string entry = "entry \"" + printable(e.name, 120) + "\"";
+    std::string prefix;
+    try {
+        prefix = zip.prefix() + "/";
+    } catch (const Error&) {
+        return entry;
+    }
+    if (e.name == prefix + "data.pkl") return "data.pkl";
+    const std::string storages = prefix + "data/";
+    if (e.name.rfind(storages, 0) != 0) return entry;
+    const std::string key = e.name.substr(storages.size());
+    std::string names;
+    try {
+        const TorchFile f(path, false);
+        const auto found = f.tensors_in_storage(key);
+        for (std::size_t i = 0; i < found.size() && i < 3; ++i) {
+            std::string n = found[i];
+            if (!n.empty() && n[0] == '.') n.erase(0, 1);
+            names += i ? ", '" : "'";
+            names += printable(n, 120);
+            names += '\'';
+        }
+    } catch (const Error&) {
+        // The pickle is damaged too: the storage's name is all there is.
+    }
+    std::string part = names.empty() ? std::string() : "tensor " + names + " (";
+    part += "storage data/";
+    part += printable(key);
+    if (!names.empty()) part += ')';
+    return part;
+}
+
+// Copies a torch.save file after checking it whole: zip structure (ZipArchive) and the CRC-32 of
+// every entry. The copy is written from the very bytes that were checked (one mapping).
+void copy_verified(const std::string& from, const std::string& to, Tally& tally) {
+    std::optional<ZipArchive> zip;
+    try {
+        zip.emplace(from);
+        for (const auto& e : zip->entries()) (void)zip->data(e);  // stored entries only
+    } catch (const Error& e) {
+        throw Error(std::string(e.what()) + kNotCopied);
+    }
+    for (const auto& e : zip->entries()) {
+        const std::uint32_t got = crc32(zip->data(e));
+        if (got == e.crc32) continue;
+        char crcs[80];
+        std::snprintf(crcs, sizeof crcs, " (CRC-32 0x%08x, the zip records 0x%08x)", got, e.crc32);
+        throw Error(printable(from, 200) + ": " + damaged_part(from, *zip, e) + " is damaged" + crcs + kNotCopied);
+    }
+    write_copy(zip->file_bytes(), to, tally);
+}
+
+void copy_plain(const std::string& from, const std::string& to, Tally& tally) {
+    const MappedFile in(from);
+    write_copy(in.bytes(), to, tally);
 }
 
 // Rewrites an mp_rank file with `optimizer` = None; every other key and tensor is kept.
@@ -48,13 +141,28 @@ void rewrite_without_optimizer(const TorchFile& in, const std::string& to) {
     writer.finish(out_root);
 }
 
-std::vector<std::string> list_tags(const std::string& src) {
+std::vector<std::string> list_tags(const std::string& src, const ShrinkOptions& options) {
     std::vector<std::string> tags;
-    for (const auto& e : fs::directory_iterator(src))
-        if (e.is_directory() && starts_with(e.path().filename().string(), "global_step")) tags.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(src)) {
+        const std::string name = e.path().filename().string();
+        std::error_code ec;
+        if (!starts_with(name, "global_step") || !e.is_directory(ec)) continue;
+        try {
+            tags.push_back(checked_entry_name(name, "--all"));
+        } catch (const Error& err) {
+            if (options.note) options.note(std::string("warning: skipping ") + err.what());
+        }
+    }
     std::sort(tags.begin(), tags.end());
     return tags;
 }
+
+// One tag to copy: its source folder and the files in it, sorted.
+struct TagPlan {
+    std::string tag;
+    fs::path from, to;
+    std::vector<fs::path> files;
+};
 
 }  // namespace
 
@@ -68,65 +176,116 @@ const char* shrink_action_name(ShrinkFile::Action a) {
 }
 
 ShrinkReport shrink_checkpoint(const std::string& src, const std::string& dst, const ShrinkOptions& options) {
-    if (!fs::is_directory(src)) throw Error(src + ": not a checkpoint folder");
-    const std::string latest = read_latest_tag(src).value_or("");
+    std::error_code ec;
+    if (!fs::is_directory(src, ec)) throw Error(printable(src, 200) + ": not a checkpoint folder");
+    refuse_overlap(src, "source", dst, "destination");
+    const auto note = [&](const std::string& m) {
+        if (options.note) options.note(m);
+    };
+
+    // `latest` decides the default tag; with tags named explicitly a damaged one only stays behind.
+    const bool explicit_tags = options.all_tags || !options.tags.empty();
+    std::string latest;
+    try {
+        latest = read_latest_tag(src).value_or("");
+    } catch (const Error& e) {
+        if (!explicit_tags) throw;
+        note(std::string("warning: ") + e.what() + "; `latest` is not copied");
+    }
     std::vector<std::string> tags = options.tags;
-    if (options.all_tags) tags = list_tags(src);
+    if (options.all_tags) tags = list_tags(src, options);
     if (tags.empty()) {
-        if (latest.empty()) throw Error(src + ": no `latest` file; name the tags to copy (--tag) or use --all");
+        if (options.all_tags) throw Error(printable(src, 200) + ": no global_step* folders");
+        if (latest.empty()) throw Error(printable(src, 200) + ": no `latest` file; name the tags to copy (--tag) or use --all");
         tags.push_back(latest);
     }
-    ShrinkReport report;
-    if (!options.dry_run) fs::create_directories(dst);
+    std::sort(tags.begin(), tags.end());
+    tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+
+    // Everything is checked before anything is written: tags, overlaps, existing destinations.
+    std::vector<TagPlan> plans;
+    std::uint64_t total = 0;
     for (const auto& tag : tags) {
-        const fs::path from = fs::path(src) / tag;
-        if (!fs::is_directory(from)) throw Error(from.string() + ": no such checkpoint tag");
-        const fs::path to = fs::path(dst) / tag;
-        if (fs::exists(to) && !options.overwrite && !options.dry_run)
-            throw Error(to.string() + " exists; pass --overwrite to replace it");
-        const fs::path tmp = fs::path(dst) / ("." + tag + ".tmp-" + std::to_string(::getpid()));
-        if (!options.dry_run) {
-            remove_tree(tmp.string());
-            fs::create_directories(tmp);
+        TagPlan p;
+        p.tag = tag;
+        const std::string source = tag == latest && options.tags.empty() && !options.all_tags
+                                       ? printable((fs::path(src) / "latest").string(), 200)
+                                       : std::string(options.all_tags ? "--all" : "--tag");
+        p.from = checked_tag_dir(src, tag, source);
+        // A tag folder may be a symbolic link: where it really lives must not be the destination.
+        refuse_overlap(p.from.string(), "source tag", dst, "destination");
+        p.to = fs::path(dst) / tag;
+        struct stat st {};
+        if (::lstat(p.to.c_str(), &st) == 0 && !options.dry_run) {
+            if (!S_ISDIR(st.st_mode))
+                throw Error(in_quotes(p.to.string()) + " exists and is not a folder; refusing to replace it");
+            if (!options.overwrite) throw Error(in_quotes(p.to.string()) + " exists; pass --overwrite to replace it");
         }
-        ShrinkTag t{tag, {}, 0, 0};
-        std::vector<fs::path> files;
-        for (const auto& e : fs::directory_iterator(from))
-            if (e.is_regular_file()) files.push_back(e.path());
-        std::sort(files.begin(), files.end());
+        for (const auto& e : fs::directory_iterator(p.from)) {
+            if (e.is_regular_file(ec)) p.files.push_back(e.path());
+            else note("warning: " + printable(tag) + "/" + printable(e.path().filename().string()) + " is not a regular file; not copied");
+        }
+        std::sort(p.files.begin(), p.files.end());
+        for (const auto& f : p.files) {
+            const std::string name = f.filename().string();
+            if (!is_optimizer_file(name) && name != "zero_to_fp32.py") total += file_size(f.string());
+        }
+        plans.push_back(std::move(p));
+    }
+    if (options.dry_run) {
+        check_output_dir(dst, "destination");
+    } else {
+        for (const auto& removed : prepare_output_dir(dst, "destination"))
+            note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
+    }
+
+    ShrinkReport report;
+    Tally tally{options, 0, 0, total};
+    for (const auto& p : plans) {
+        const fs::path tmp = temp_path_for(p.to.string());
+        if (!options.dry_run) fs::create_directories(tmp);
+        ShrinkTag t{p.tag, {}, 0, 0};
         try {
-            for (const auto& f : files) {
+            for (const auto& f : p.files) {
                 const std::string name = f.filename().string();
+                const std::string out = (tmp / name).string();
                 ShrinkFile sf{name, file_size(f.string()), ShrinkFile::Action::Copied};
                 t.bytes_in += sf.bytes;
                 if (is_optimizer_file(name) || name == "zero_to_fp32.py") {
                     sf.action = ShrinkFile::Action::Dropped;
                 } else if (is_mp_rank_file(name)) {
-                    TorchFile in(f.string());
+                    TorchFile in(f.string(), options.verify);
                     const auto* opt = in.root().type() == PyType::Dict ? in.root().find("optimizer") : nullptr;
                     if (opt && !opt->is_none()) {
                         sf.action = ShrinkFile::Action::Rewritten;
-                        if (!options.dry_run) rewrite_without_optimizer(in, (tmp / name).string());
+                        if (!options.dry_run) {
+                            rewrite_without_optimizer(in, out);
+                            tally.add(sf.bytes);
+                        }
                     } else if (!options.dry_run) {
-                        copy_file_atomic(f.string(), (tmp / name).string());
+                        if (options.verify) copy_verified(f.string(), out, tally);
+                        else copy_plain(f.string(), out, tally);
                     }
                 } else if (!options.dry_run) {
-                    copy_file_atomic(f.string(), (tmp / name).string());
+                    if (options.verify && ends_with(name, ".pt")) copy_verified(f.string(), out, tally);
+                    else copy_plain(f.string(), out, tally);
                 }
-                if (sf.action != ShrinkFile::Action::Dropped)
-                    t.bytes_out += options.dry_run || sf.action == ShrinkFile::Action::Copied ? sf.bytes : file_size((tmp / name).string());
-                if (options.log) options.log(tag + "/" + name + ": " + shrink_action_name(sf.action));
+                if (sf.action != ShrinkFile::Action::Dropped) {
+                    t.bytes_out += options.dry_run || sf.action == ShrinkFile::Action::Copied ? sf.bytes : file_size(out);
+                    if (!options.dry_run) tally.file_done();
+                }
+                if (options.log) options.log(printable(p.tag) + "/" + printable(name) + ": " + shrink_action_name(sf.action));
                 t.files.push_back(sf);
             }
             if (!options.dry_run) {
                 sync_directory(tmp.string());
-                remove_tree(to.string());
-                fs::rename(tmp, to);
+                remove_tree(p.to.string());
+                fs::rename(tmp, p.to);
                 sync_directory(dst);
             }
         } catch (...) {
             try {
-                remove_tree(tmp.string());
+                if (!options.dry_run) remove_tree(tmp.string());
             } catch (const Error&) {
                 // The copy's own error is the one to report.
             }
@@ -139,7 +298,10 @@ ShrinkReport shrink_checkpoint(const std::string& src, const std::string& dst, c
         if (!options.dry_run) {
             write_latest_tag(dst, latest);
             const auto tracker = fs::path(src) / "latest_checkpointed_iteration.txt";
-            if (fs::exists(tracker)) write_file_atomic((fs::path(dst) / tracker.filename()).string(), read_file(tracker.string()));
+            struct stat st {};
+            if (::stat(tracker.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+                write_file_atomic((fs::path(dst) / tracker.filename()).string(),
+                                  read_file(tracker.string(), 4096, "Megatron tracker file"));
         }
         report.latest_written = true;
     }

@@ -2,18 +2,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
-#include <unistd.h>
+#include <sys/stat.h>  // lstat
 
+#include "ckpt/hf_tokenizer.h"
 #include "mds/ckpt/ds_checkpoint.h"
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/safetensors.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
+#include "mds/util/safe_paths.h"  // refuse_overlap, prepare_output_dir, temp_path_for, printable
 
 namespace mds::ckpt {
 namespace fs = std::filesystem;
@@ -142,10 +145,47 @@ void copy_file(const std::string& from, const std::string& to) {
     out.commit();
 }
 
+std::string in_quotes(const std::string& path) {
+    std::string q = "'";
+    q += printable(path, 200);
+    q += '\'';
+    return q;
+}
+
+// What may stand at the output's place: nothing, or with --overwrite an earlier export (a folder
+// holding config.json, or an empty one). A file, a symbolic link or any other folder is refused:
+// `mds-ckpt-to-hf ckpt ~ --overwrite` must not empty a home folder.
+void check_destination(const fs::path& dir, bool overwrite) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) return;
+    if (S_ISLNK(st.st_mode))
+        throw Error("the destination " + in_quotes(dir.string()) + " is a symbolic link; refusing to replace it (name the folder it points to)");
+    if (!S_ISDIR(st.st_mode)) throw Error("the destination " + in_quotes(dir.string()) + " exists and is not a folder; refusing to replace it");
+    if (!overwrite) throw Error(printable(dir.string(), 200) + " exists; pass --overwrite to replace it");
+    bool empty = true, config = false;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        empty = false;
+        config = config || e.path().filename() == "config.json";
+    }
+    if (!empty && !config)
+        throw Error("the destination " + in_quotes(dir.string()) + " is a folder without config.json, not an earlier export; --overwrite "
+                    "replaces only those (choose another destination, or remove the folder yourself)");
+}
+
 }  // namespace
 
 ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const std::string& out, const ToHfOptions& options) {
-    const DsCheckpoint ck(path, tag);
+    const auto note = [&](const std::string& m) {
+        if (options.note) options.note(m);
+    };
+    // "hf/", "." and "run/.." name the folder itself, never a part of it or its parent.
+    const fs::path final_dir = plain_folder_path(out);
+    if (final_dir.filename().empty()) throw UsageError("destination " + in_quotes(out) + ": not a folder that can be written and renamed");
+    refuse_overlap(path, "source", final_dir.string(), "destination");
+    const DsCheckpoint ck(path, tag, options.verify);
+    // The tag folder may be a symbolic link: where it really lives must not be the destination.
+    refuse_overlap(ck.directory(), "source tag", final_dir.string(), "destination");
+    check_destination(final_dir, options.overwrite);
     const std::string where = ck.directory();
     const std::int64_t L = ck.int_arg("num_layers"), h = ck.int_arg("hidden_size"), n = ck.int_arg("num_attention_heads");
     const std::int64_t V = ck.int_arg("padded_vocab_size");
@@ -208,9 +248,9 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
                 }
             }
             if (e.hf_name.empty())
-                throw Error(ck.layer_file(layers[i], 0) + ": tensor " + name + " has no place in a " + (bloom ? "BLOOM" : "GPT2") + " model");
+                throw Error(ck.layer_file(layers[i], 0) + ": tensor " + in_quotes(name) + " has no place in a " + (bloom ? "BLOOM" : "GPT2") + " model");
             if (e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose) {
-                if (e.shape.size() != 2) throw Error(ck.layer_file(layers[i], 0) + ": " + name + " is not a matrix");
+                if (e.shape.size() != 2) throw Error(ck.layer_file(layers[i], 0) + ": " + in_quotes(name) + " is not a matrix");
                 std::swap(e.shape[0], e.shape[1]);
             }
             entries.push_back(std::move(e));
@@ -218,6 +258,20 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
     }
     if (entries.empty()) throw Error(where + ": no tensors");
     const DType dtype = entries.front().dtype;
+
+    // The embedding decides which token ids exist: config.json's vocab_size and every tokenizer id
+    // must fit it, or transformers fails at the first forward (IndexError) instead of here.
+    const auto embedding = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) {
+        return e.hf_name == (bloom ? "transformer.word_embeddings.weight" : "transformer.wte.weight");
+    });
+    if (embedding == entries.end() || embedding->shape.size() != 2)
+        throw Error(ck.layer_file(layers.front(), 0) + ": no word_embeddings.weight matrix (expected the embedding in the first layer file)");
+    const std::int64_t rows = embedding->shape[0];
+    if (rows != V)
+        throw Error(where + ": args.padded_vocab_size " + std::to_string(V) + " but the embedding has " + std::to_string(rows) +
+                    " rows; config.json's vocab_size would not match the weights");
+    const auto tokenizer = hf_detail::find_tokenizer(ck, options, note);
+    hf_detail::check_tokenizer_fits(tokenizer, rows);
 
     // Shards of at most max_shard_bytes (a larger tensor gets a shard of its own).
     std::vector<std::vector<std::size_t>> shards(1);
@@ -233,16 +287,15 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
         total += b;
     }
 
-    const fs::path final_dir = out;
-    if (fs::exists(final_dir) && !options.overwrite) throw Error(out + " exists; pass --overwrite to replace it");
     const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
-    fs::create_directories(parent);
-    const fs::path tmp = parent / ("." + final_dir.filename().string() + ".tmp-" + std::to_string(::getpid()));
+    for (const auto& removed : prepare_output_dir(parent.string(), "destination's folder"))
+        note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
+    const fs::path tmp = temp_path_for(final_dir.string());
     remove_tree(tmp.string());
     fs::create_directories(tmp);
     ToHfReport report;
     report.model_type = bloom ? "bloom" : "gpt2";
-    report.output = out;
+    report.output = final_dir.string();
     report.tensors = entries.size();
     report.shards = shards.size();
     report.bytes = total;
@@ -281,7 +334,7 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
                     g.data = transpose(g.data, g.shape[0], g.shape[1], esize);
                 o.write(g.data.data(), g.data.size());
                 bytes_done += g.data.size();
-                if (options.progress) options.progress(++done, entries.size(), bytes_done);
+                if (options.progress) options.progress(++done, entries.size(), bytes_done, total);
             });
             report.files.push_back(file);
         }
@@ -338,51 +391,34 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
         write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n");
         report.files.push_back("config.json");
 
-        // Tokenizer: a folder copied as is, or GPT-2 BPE files.
-        if (!options.tokenizer_dir.empty()) {
-            if (!fs::is_directory(options.tokenizer_dir)) throw Error("--tokenizer-dir " + options.tokenizer_dir + ": no such folder");
-            for (const auto& e : fs::directory_iterator(options.tokenizer_dir))
-                if (e.is_regular_file()) {
-                    copy_file(e.path().string(), (tmp / e.path().filename()).string());
-                    report.files.push_back(e.path().filename().string());
-                }
-        } else {
-            auto from_args = [&](const std::string& given, const char* key) -> std::string {
-                if (!given.empty()) {
-                    if (!fs::is_regular_file(given)) throw Error(given + ": no such tokenizer file");
-                    return given;
-                }
-                const auto* v = ck.arg(key);
-                return v && v->type() == PyType::Str && fs::is_regular_file(v->as_str()) ? v->as_str() : "";
-            };
-            const std::string vocab = from_args(options.vocab_file, "vocab_file");
-            const std::string merges = from_args(options.merge_file, "merge_file");
-            if (!vocab.empty() && !merges.empty()) {
-                copy_file(vocab, (tmp / "vocab.json").string());
-                copy_file(merges, (tmp / "merges.txt").string());
-                std::string special = "<|endoftext|>";
-                try {
-                    const auto j = nlohmann::json::parse(read_file(vocab));
-                    if (!j.contains(special)) special.clear();
-                    else if (!bloom && j[special].is_number_integer()) {
-                        config["bos_token_id"] = config["eos_token_id"] = j[special].get<std::int64_t>();
-                        write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n");
-                    }
-                } catch (const nlohmann::json::exception& ex) {
-                    throw Error(vocab + ": not a JSON vocabulary: " + ex.what());
-                }
-                nlohmann::ordered_json tc = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", S}, {"add_prefix_space", false}};
-                nlohmann::ordered_json sm = nlohmann::ordered_json::object();
-                if (!special.empty())
-                    for (const char* k : {"bos_token", "eos_token", "unk_token"}) tc[k] = sm[k] = special;
-                write_file_atomic((tmp / "tokenizer_config.json").string(), tc.dump(2) + "\n");
-                write_file_atomic((tmp / "special_tokens_map.json").string(), sm.dump(2) + "\n");
-                for (const char* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"})
-                    report.files.push_back(name);
+        // Tokenizer: a folder copied as is, or GPT-2 BPE files (settled and checked above).
+        if (tokenizer.kind == hf_detail::TokenizerFiles::Kind::Folder) {
+            for (const auto& e : fs::directory_iterator(tokenizer.folder)) {
+                std::error_code ec;
+                if (!e.is_regular_file(ec)) continue;
+                copy_file(e.path().string(), (tmp / e.path().filename()).string());
+                report.files.push_back(e.path().filename().string());
             }
+        } else if (tokenizer.kind == hf_detail::TokenizerFiles::Kind::Gpt2Bpe) {
+            copy_file(tokenizer.vocab, (tmp / "vocab.json").string());
+            copy_file(tokenizer.merges, (tmp / "merges.txt").string());
+            const std::string special = tokenizer.eos_id ? "<|endoftext|>" : "";
+            if (!bloom && tokenizer.eos_id) {
+                config["bos_token_id"] = config["eos_token_id"] = *tokenizer.eos_id;
+                write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n");
+            }
+            nlohmann::ordered_json tc = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", S}, {"add_prefix_space", false}};
+            nlohmann::ordered_json sm = nlohmann::ordered_json::object();
+            if (!special.empty())
+                for (const char* k : {"bos_token", "eos_token", "unk_token"}) tc[k] = sm[k] = special;
+            write_file_atomic((tmp / "tokenizer_config.json").string(), tc.dump(2) + "\n");
+            write_file_atomic((tmp / "special_tokens_map.json").string(), sm.dump(2) + "\n");
+            for (const char* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"})
+                report.files.push_back(name);
         }
         sync_directory(tmp.string());
-        if (fs::exists(final_dir)) remove_tree(final_dir.string());
+        check_destination(final_dir, options.overwrite);  // still what was checked before the long work
+        remove_tree(final_dir.string());
         fs::rename(tmp, final_dir);
         sync_directory(parent.string());
     } catch (...) {

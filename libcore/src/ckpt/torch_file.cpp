@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
+#include <cstdio>
 #include <numeric>
 
 #include "mds/util/error.h"
+#include "mds/util/safe_paths.h"  // printable
 
 namespace mds::ckpt {
 namespace {
@@ -53,14 +56,35 @@ bool TorchTensor::contiguous() const {
     return true;
 }
 
+void TorchTensor::verify() const {
+    if (!storage_verified || storage_verified->load(std::memory_order_acquire)) return;
+    const std::uint32_t got = crc32(storage);
+    if (got != storage_crc32) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, ": CRC-32 0x%08x, the zip records 0x%08x", got, storage_crc32);
+        std::string m = where;
+        m += ": storage data/";
+        m += printable(storage_key);
+        m += " is damaged (";
+        m += std::to_string(storage.size());
+        m += " bytes";
+        m += buf;
+        m += "); restore the file from a good copy";
+        throw Error(m);
+    }
+    storage_verified->store(true, std::memory_order_release);
+}
+
 std::span<const std::byte> TorchTensor::bytes() const {
-    if (!contiguous()) throw Error("tensor in storage data/" + storage_key + " is not contiguous");
+    if (!contiguous()) throw Error(where + ": tensor in storage data/" + printable(storage_key) + " is not contiguous");
+    verify();
     const auto size = dtype_size(dtype);
     return storage.subspan(static_cast<std::size_t>(storage_offset) * size, static_cast<std::size_t>(numel()) * size);
 }
 
 std::vector<std::byte> TorchTensor::gather() const {
     const auto es = static_cast<std::int64_t>(dtype_size(dtype));
+    verify();
     if (contiguous()) {
         const auto b = bytes();
         return {b.begin(), b.end()};
@@ -141,15 +165,37 @@ PyValue map_tensors(const PyValue& v, const TensorMapper& fn, const std::string&
     }
 }
 
-TorchFile::TorchFile(const std::string& path) : zip_(path) {
-    root_ = read_pickle(zip_.record("data.pkl"), path + ": data.pkl");
+TorchFile::TorchFile(const std::string& path, bool verify) : zip_(path) {
+    const auto& pkl = zip_.record_entry("data.pkl");
+    if (verify) {
+        verified_ = std::make_unique<std::atomic<bool>[]>(zip_.entries().size());
+        // The pickle decides every shape and offset: a flipped byte there must not parse into
+        // another valid checkpoint.
+        const std::uint32_t got = crc32(zip_.data(pkl));
+        if (got != pkl.crc32) {
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "CRC-32 0x%08x, the zip records 0x%08x", got, pkl.crc32);
+            throw Error(path + ": data.pkl is damaged (" + std::string(buf) + "); restore the file from a good copy");
+        }
+    }
+    root_ = read_pickle(zip_.data(pkl), path + ": data.pkl");
 }
 
 bool TorchFile::is_tensor(const PyValue& v) { return v.is_object("torch._utils", "_rebuild_tensor_v2"); }
 
+namespace {
+
+// a * b and a + b for the view checks, refusing what int64 cannot hold (hostile sizes and strides).
+bool mul_ok(std::int64_t a, std::int64_t b, std::int64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
+bool add_ok(std::int64_t a, std::int64_t b, std::int64_t& out) { return !__builtin_add_overflow(a, b, &out); }
+
+}  // namespace
+
 TorchTensor TorchFile::tensor(const PyValue& v, const std::string& what) const {
-    const std::string where = path() + ": " + what;
+    const std::string where = path() + ": " + printable(what, 200);
     if (!is_tensor(v)) throw Error(where + ": expected a tensor (torch._utils._rebuild_tensor_v2), got " + v.repr(120));
+    if (v.as_object().args.type() != PyType::Tuple)
+        throw Error(where + ": _rebuild_tensor_v2 needs (storage, offset, size, stride, ...), got " + v.repr(160));
     const auto& args = v.as_object().args.as_tuple();
     if (args.size() < 4 || args[0].type() != PyType::PersistentId)
         throw Error(where + ": _rebuild_tensor_v2 needs (storage, offset, size, stride, ...), got " + v.repr(160));
@@ -159,8 +205,10 @@ TorchTensor TorchFile::tensor(const PyValue& v, const std::string& what) const {
         throw Error(where + ": unsupported persistent id " + pid.repr(160) + " (expected ('storage', class, key, location, numel))");
     const auto& p = pid.as_tuple();
     const auto& cls = p[1].as_global();
-    if (cls.module != "torch") throw Error(where + ": storage class " + cls.module + "." + cls.name + " is not torch's");
+    if (cls.module != "torch")
+        throw Error(where + ": storage class " + printable(cls.module) + "." + printable(cls.name) + " is not torch's");
     TorchTensor t;
+    t.where = where;
     t.dtype = dtype_of_storage_class(cls.name, where);
     t.storage_key = p[2].as_str();
     t.location = p[3].as_str();
@@ -169,24 +217,53 @@ TorchTensor TorchFile::tensor(const PyValue& v, const std::string& what) const {
     t.shape = int_tuple(args[2], where + " size");
     t.stride = int_tuple(args[3], where + " stride");
     if (t.shape.size() != t.stride.size()) throw Error(where + ": size and stride have different lengths");
-    t.storage = zip_.record("data/" + t.storage_key);
+    const ZipEntry& entry = zip_.record_entry("data/" + t.storage_key);
+    t.storage = zip_.data(entry);
+    t.storage_crc32 = entry.crc32;
+    if (verified_) t.storage_verified = &verified_[static_cast<std::size_t>(&entry - zip_.entries().data())];
     const auto esize = static_cast<std::int64_t>(dtype_size(t.dtype));
-    if (storage_numel < 0 || static_cast<std::int64_t>(t.storage.size()) != storage_numel * esize)
-        throw Error(where + ": storage data/" + t.storage_key + " has " + std::to_string(t.storage.size()) + " bytes, " +
+    if (storage_numel < 0 || t.storage.size() % static_cast<std::size_t>(esize) != 0 ||
+        t.storage.size() / static_cast<std::size_t>(esize) != static_cast<std::uint64_t>(storage_numel))
+        throw Error(where + ": storage data/" + printable(t.storage_key) + " has " + std::to_string(t.storage.size()) + " bytes, " +
                     std::to_string(storage_numel) + " elements of " + dtype_name(t.dtype) + " need " +
-                    std::to_string(storage_numel * esize));
-    // The largest element the view touches must lie inside the storage.
-    std::int64_t last = t.storage_offset;
+                    (storage_numel >= 0 && storage_numel <= INT64_MAX / esize ? std::to_string(storage_numel * esize) : std::string("more")) +
+                    " (a truncated or damaged file?)");
+    // The largest element the view touches must lie inside the storage; sizes whose products
+    // overflow are refused rather than wrapped.
+    std::int64_t last = t.storage_offset, numel = 1;
     bool empty = false;
     for (std::size_t i = 0; i < t.shape.size(); ++i) {
         if (t.shape[i] < 0 || t.stride[i] < 0) throw Error(where + ": negative size or stride");
-        if (t.shape[i] == 0) empty = true;
-        else last += (t.shape[i] - 1) * t.stride[i];
+        if (!mul_ok(numel, t.shape[i], numel)) throw Error(where + ": the size's element count overflows");
+        if (t.shape[i] == 0) {
+            empty = true;
+        } else {
+            std::int64_t reach = 0;
+            if (!mul_ok(t.shape[i] - 1, t.stride[i], reach) || !add_ok(last, reach, last))
+                throw Error(where + ": the view's size and stride reach past any storage");
+        }
     }
+    std::int64_t nbytes = 0;
+    if (!mul_ok(numel, esize, nbytes)) throw Error(where + ": the tensor's byte count overflows");
     if (t.storage_offset < 0 || (!empty && last >= storage_numel))
         throw Error(where + ": the view (offset " + std::to_string(t.storage_offset) + ") reaches element " +
                     std::to_string(last) + " of a storage of " + std::to_string(storage_numel));
     return t;
+}
+
+std::vector<std::string> TorchFile::tensors_in_storage(const std::string& key) const {
+    std::vector<std::string> paths;
+    map_tensors(root_, [&](const PyValue& v, const std::string& at) {
+        const auto& args = v.as_object().args;
+        if (args.type() == PyType::Tuple && !args.as_tuple().empty() && args.as_tuple()[0].type() == PyType::PersistentId) {
+            const auto& pid = args.as_tuple()[0].as_persistent_id();
+            if (pid.type() == PyType::Tuple && pid.as_tuple().size() > 2 && pid.as_tuple()[2].type() == PyType::Str &&
+                pid.as_tuple()[2].as_str() == key)
+                paths.push_back(at.empty() ? std::string("(the top object)") : at);
+        }
+        return v;
+    });
+    return paths;
 }
 
 TorchSaveWriter::TorchSaveWriter(std::string path, std::string location)

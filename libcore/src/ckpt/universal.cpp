@@ -58,7 +58,7 @@ std::pair<std::int64_t, std::int64_t> fragment_of(const PyValue& v, const std::s
 
 }  // namespace
 
-Bf16OptimizerShards::Bf16OptimizerShards(const std::string& dir, int tp, int pp) : dir_(dir), tp_(tp), pp_(pp) {
+Bf16OptimizerShards::Bf16OptimizerShards(const std::string& dir, int tp, int pp, bool verify) : dir_(dir), tp_(tp), pp_(pp) {
     int bf16_files = 0, fp16_files = 0;
     int max_dp = -1;
     for (const auto& e : fs::directory_iterator(dir)) {
@@ -85,7 +85,7 @@ Bf16OptimizerShards::Bf16OptimizerShards(const std::string& dir, int tp, int pp)
                 const std::string path = (fs::path(dir) / ds_optim_file(true, d, s * tp + r)).string();
                 if (!fs::exists(path)) throw Error(path + ": missing (data-parallel rank " + std::to_string(d) + " of " + std::to_string(dp_) + ")");
                 File& f = files_[static_cast<std::size_t>((s * tp + r) * dp_ + d)];
-                f.file = std::make_unique<TorchFile>(path);
+                f.file = std::make_unique<TorchFile>(path, verify);
                 const auto& osd = need(f.file->root(), "optimizer_state_dict", path);
                 const auto& singles = need(osd, "single_partition_of_fp32_groups", path);
                 const auto& base = need(osd, "base_optimizer_state", path);

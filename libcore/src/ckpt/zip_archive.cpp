@@ -1,11 +1,15 @@
 #include "mds/ckpt/zip_archive.h"
 
+#include <sys/stat.h>  // stat
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>  // std::snprintf, for hex in messages
 #include <cstring>
 
 #include "mds/util/error.h"
+#include "mds/util/safe_paths.h"  // printable
 
 namespace mds::ckpt {
 namespace {
@@ -96,7 +100,20 @@ std::uint32_t crc32(std::span<const std::byte> bytes, std::uint32_t crc) {
 
 // ---- reader -------------------------------------------------------------------------------------
 
-ZipArchive::ZipArchive(const std::string& path) : file_(path) {
+namespace {
+
+// `path` when it names a regular file (through symbolic links); an error otherwise, before anything
+// opens it: a FIFO named like a checkpoint file would block the open forever, a device never end.
+const std::string& regular_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw Error(errno_message("cannot open " + printable(path, 200), errno));
+    if (!S_ISREG(st.st_mode)) throw Error(printable(path, 200) + ": not a regular file");
+    return path;
+}
+
+}  // namespace
+
+ZipArchive::ZipArchive(const std::string& path) : file_(regular_file(path)) {
     const std::byte* b = file_.data();
     const std::uint64_t size = file_.size();
     if (size < kEndSize)
@@ -169,7 +186,7 @@ ZipArchive::ZipArchive(const std::string& path) : file_(path) {
         if (cd_end - pos - kCentralSize < name_len + extra_len + comment_len)
             throw Error(cwhere + ": name, extra field and comment run past the central directory end at " + at_offset(cd_end));
         e.name.assign(reinterpret_cast<const char*>(c + kCentralSize), name_len);
-        const std::string ewhere = path + ": entry \"" + e.name + "\" (central directory " + at_offset(pos) + ")";
+        const std::string ewhere = path + ": entry \"" + printable(e.name, 200) + "\" (central directory " + at_offset(pos) + ")";
 
         // ZIP64 extended information: the 64-bit values of the saturated 32-bit fields, in order.
         const bool need_size = e.size == kMax32, need_csize = e.compressed_size == kMax32,
@@ -212,7 +229,7 @@ ZipArchive::ZipArchive(const std::string& path) : file_(path) {
         if (cd_offset - e.header_offset - kLocalSize < lname_len + lextra_len)
             throw Error(lwhere + ": name and extra field run into the central directory");
         if (lname_len != name_len || std::memcmp(l + kLocalSize, e.name.data(), name_len) != 0)
-            throw Error(lwhere + ": name \"" + std::string(reinterpret_cast<const char*>(l + kLocalSize), lname_len) +
+            throw Error(lwhere + ": name \"" + printable(std::string_view(reinterpret_cast<const char*>(l + kLocalSize), lname_len), 200) +
                         "\" differs from the central directory's");
         if (get16(l + 8) != e.method)
             throw Error(lwhere + ": method " + std::to_string(get16(l + 8)) + " differs from the central directory's " +
@@ -236,8 +253,8 @@ ZipArchive::ZipArchive(const std::string& path) : file_(path) {
         const ZipEntry& prev = *by_offset[i - 1];
         const ZipEntry& next = *by_offset[i];
         if (prev.data_offset + prev.compressed_size > next.header_offset)
-            throw Error(path + ": entry \"" + next.name + "\" at " + at_offset(next.header_offset) + " overlaps entry \"" +
-                        prev.name + "\" [" + std::to_string(prev.header_offset) + ", " +
+            throw Error(path + ": entry \"" + printable(next.name, 200) + "\" at " + at_offset(next.header_offset) + " overlaps entry \"" +
+                        printable(prev.name, 200) + "\" [" + std::to_string(prev.header_offset) + ", " +
                         std::to_string(prev.data_offset + prev.compressed_size) + ")");
     }
 
@@ -245,14 +262,14 @@ ZipArchive::ZipArchive(const std::string& path) : file_(path) {
     if (entries_.empty()) {
         prefix_error_ = path + ": not a torch archive: the zip has no entries";
     } else if (auto slash = entries_[0].name.find('/'); slash == std::string::npos) {
-        prefix_error_ = path + ": not a torch archive: first entry \"" + entries_[0].name + "\" is not in a folder";
+        prefix_error_ = path + ": not a torch archive: first entry \"" + printable(entries_[0].name, 200) + "\" is not in a folder";
     } else {
         prefix_ = entries_[0].name.substr(0, slash);
     }
 }
 
 std::string ZipArchive::where(const ZipEntry& e) const {
-    return path() + ": entry \"" + e.name + "\" (local header at " + at_offset(e.header_offset) + ")";
+    return path() + ": entry \"" + printable(e.name, 200) + "\" (local header at " + at_offset(e.header_offset) + ")";
 }
 
 const ZipEntry* ZipArchive::find(std::string_view name) const {
@@ -262,7 +279,7 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 
 const ZipEntry& ZipArchive::at(std::string_view name) const {
     if (const auto* e = find(name)) return *e;
-    throw Error(path() + ": no entry \"" + std::string(name) + "\"");
+    throw Error(path() + ": no entry \"" + printable(name, 200) + "\"");
 }
 
 std::span<const std::byte> ZipArchive::data(const ZipEntry& e) const {
@@ -295,7 +312,7 @@ bool ZipArchive::has_record(std::string_view name) const {
 const ZipEntry& ZipArchive::record_entry(std::string_view name) const {
     const std::string full = prefix() + "/" + std::string(name);
     if (const auto* e = find(full)) return *e;
-    throw Error(path() + ": no record \"" + std::string(name) + "\" (entry \"" + full + "\")");
+    throw Error(path() + ": no record \"" + printable(name, 200) + "\" (entry \"" + printable(full, 200) + "\")");
 }
 
 std::span<const std::byte> ZipArchive::record(std::string_view name) const { return data(record_entry(name)); }

@@ -64,7 +64,8 @@ void install_cleanup_signal_handlers() {
 
 // ---- MappedFile ----------------------------------------------------------------------------------
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO named like a data file must not block; it is refused below.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw Error(errno_message("cannot open " + path, errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "mds/ckpt/ds_layout.h"
+#include "mds/util/error.h"
 #include "mds/util/files.h"
 
 using namespace mds::ckpt;
@@ -53,4 +54,62 @@ TEST_CASE("latest is written without a newline and read stripped") {
     mds::write_file_atomic((dir / "latest").string(), " global_step20\n");
     CHECK(read_latest_tag(dir.string()) == std::optional<std::string>("global_step20"));
     std::filesystem::remove_all(dir);
+}
+
+namespace {
+// The message of the mds::Error that f() throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const mds::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+TEST_CASE("a tag read from latest is a plain folder name, never a path (issue 24)") {
+    const auto dir = std::filesystem::temp_directory_path() / ("mds_ds_layout_tag_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "global_step5");
+    const std::string root = dir.string(), latest = (dir / "latest").string();
+    const std::pair<std::string, std::string> bad[] = {
+        {"../../tagdir", "contains '/'"}, {"/etc", "contains '/'"},  {"..", "folder above"},
+        {"  \n", "empty"},                {"global\x1b[2Jstep", "control bytes"}, {std::string("a\0b", 3), "control bytes"},
+        {std::string(300, 'x'), "at most 255"},
+    };
+    for (const auto& [text, why] : bad) {
+        CAPTURE(why);
+        mds::write_file_atomic(latest, text);
+        const std::string err = error_of([&] { read_latest_tag(root); });
+        CHECK(err.find(why) != std::string::npos);
+        CHECK(err.find("latest") != std::string::npos);
+        // Nothing of the file reaches the terminal raw: control bytes come back as \xNN.
+        for (unsigned char c : err) CHECK((c >= 0x20 && c < 0x7f));
+    }
+    mds::write_file_atomic(latest, std::string(5000, 'g'));
+    CHECK(error_of([&] { read_latest_tag(root); }).find("at most 4096") != std::string::npos);
+    std::filesystem::remove(latest);
+    std::filesystem::create_directories(latest);  // a folder named latest
+    CHECK(error_of([&] { read_latest_tag(root); }).find("not a regular file") != std::string::npos);
+    std::filesystem::remove_all(latest);
+
+    CHECK(checked_tag_dir(root, "global_step5", "--tag") == (dir / "global_step5").string());
+    CHECK(error_of([&] { checked_tag_dir(root, "global_step6", "--tag"); }).find("is not a folder") != std::string::npos);
+    CHECK(error_of([&] { checked_tag_dir(root, "../x", "--tag"); }).find("--tag") != std::string::npos);
+    mds::write_file_atomic((dir / "afile").string(), "x");
+    CHECK(error_of([&] { checked_tag_dir(root, "afile", "--tag"); }).find("is not a folder") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("plain_folder_path: the folder's own name is the last part") {
+    CHECK(plain_folder_path("ckpt/global_step5/").string() == "ckpt/global_step5");
+    CHECK(plain_folder_path("ckpt/./global_step5//").string() == "ckpt/global_step5");
+    CHECK(plain_folder_path("a/b/..").string() == "a");
+    const auto cwd = std::filesystem::current_path();
+    CHECK(plain_folder_path(".") == cwd);
+    CHECK(plain_folder_path("./") == cwd);
+    CHECK(plain_folder_path("..") == cwd.parent_path());
+    CHECK(plain_folder_path("/").filename().empty());
 }

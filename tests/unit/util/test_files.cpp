@@ -2,6 +2,7 @@
 // on SIGINT/SIGTERM, existing files replaced atomically), MappedFile and the small file helpers.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>  // mkfifo
 #include <sys/wait.h>  // waitpid
 #include <unistd.h>    // fork, _exit
 
@@ -200,6 +201,11 @@ TEST_CASE("files: MappedFile, read_file, write_file_atomic, file_size") {
     CHECK(error_names([&] { (void)mds::read_file(missing); }, missing));
     CHECK(error_names([&] { (void)mds::file_size(missing); }, missing));
     CHECK_FALSE(mds::file_exists(missing));
+
+    // A FIFO named like a data file is refused at once instead of blocking the open.
+    REQUIRE(::mkfifo((dir / "fifo.idx").c_str(), 0644) == 0);
+    CHECK(error_names([&] { mds::MappedFile f((dir / "fifo.idx").string()); }, (dir / "fifo.idx").string()));
+    fs::remove(dir / "fifo.idx");
 
     put(dir / "empty", "");
     {

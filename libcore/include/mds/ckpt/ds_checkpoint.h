@@ -33,8 +33,10 @@ struct GlobalTensor {
 class DsCheckpoint {
 public:
     // `path` is a checkpoint root (holding `latest`) or a global_step<N> folder; `tag` picks a tag
-    // of a root (default: the one `latest` names). Errors name the folder and what is missing.
-    explicit DsCheckpoint(const std::string& path, const std::string& tag = "");
+    // of a root (default: the one `latest` names); either is resolved by checked_tag_dir, so it
+    // names a folder inside `path`. Errors name the folder and what is missing. `verify`: check
+    // the CRC-32 of every pickle and of every storage whose data is used (TorchFile).
+    explicit DsCheckpoint(const std::string& path, const std::string& tag = "", bool verify = true);
 
     const std::string& directory() const { return dir_; }
     int tp() const { return tp_; }
@@ -76,6 +78,7 @@ private:
     std::vector<int> layers_;
     std::unique_ptr<TorchFile> mp_rank_;
     double checkpoint_version_ = 0;
+    bool verify_ = true;
 };
 
 }  // namespace mds::ckpt

@@ -3,6 +3,7 @@
 // ways (name from numbers, numbers from a name). Shared by mds-train and the mds-ckpt-* tools.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,7 +31,21 @@ std::optional<DsOptimFileName> parse_ds_optim_file(std::string_view name);
 std::optional<long long> parse_ds_tag(std::string_view name);
 
 // `<root>/latest`: the tag, whitespace stripped as DeepSpeed's reader does; nullopt when absent.
+// The tag must be a plain folder name (mds::checked_entry_name: not empty, no '/', no "..", no
+// control bytes, at most 255 bytes) and the file at most 4 KiB: a damaged or hostile `latest`
+// ("../../x", binary) is an mds::Error naming the file and showing the text escaped, never a path
+// outside `root`.
 std::optional<std::string> read_latest_tag(const std::string& root);
+// The folder `<root>/<tag>` of a tag named by `source` ("--tag", "ckpt/latest"): the tag checked
+// as read_latest_tag checks it, and the folder must exist (a symbolic link to a folder counts).
+// Every tool resolves tags through here, so none can name a path outside its root.
+std::string checked_tag_dir(const std::string& root, const std::string& tag, const std::string& source);
+
+// A folder path given by the user with "." and ".." folded and no trailing separator, so that its
+// last part is the folder's own name ("ckpt/global_step5/" -> "ckpt/global_step5"); made absolute
+// when that part would otherwise be "", "." or ".." ("." -> "/home/me/run"). The tools derive tag
+// names and temporary names from it: "out/" or "." must never make them operate on a parent.
+std::filesystem::path plain_folder_path(const std::string& path);
 // Writes `<root>/latest` (the tag, no newline) atomically and durably: temporary file, fsync,
 // rename, fsync of `root`. Call it after every file of the tag is durable.
 void write_latest_tag(const std::string& root, const std::string& tag);

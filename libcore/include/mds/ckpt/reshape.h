@@ -28,6 +28,7 @@ struct ReshapeOptions {
     std::int64_t original_vocab_size = 0;  // 0: checkpoint_info's; needed when the padded size changes without it
     bool overwrite = false;         // replace an existing destination tag
     bool dry_run = false;           // plan only: nothing is written
+    bool verify = true;             // CRC-32 of every pickle and storage read (--no-verify: off)
     // After each tensor written: (tensors done, bytes done, bytes in all). Notes for the user, one line each.
     std::function<void(std::uint64_t, std::uint64_t, std::uint64_t)> progress;
     std::function<void(const std::string&)> note;
@@ -57,8 +58,10 @@ struct ReshapeReport {
 
 // Reshapes checkpoint `src` (a root with `latest`, or a global_step folder) into checkpoint root
 // `dst`: dst/<tag>/ and dst/latest (plus dst/<tag>_universal/ and dst/latest_universal with
-// write_universal). Throws mds::Error naming the file and what was expected; then nothing is left
-// under the final names (temporary folders are removed).
+// write_universal). `src` and `dst` may not overlap (mds::UsageError); `dst` is prepared with
+// mds::prepare_output_dir and the outputs are written under mds::temp_path_for names. Throws
+// mds::Error naming the file and what was expected; then nothing is left under the final names
+// (temporary folders are removed).
 ReshapeReport reshape_checkpoint(const std::string& src, const std::string& dst, const ReshapeOptions& options);
 
 // The target layout for people (source, target, stages -> layers, files), one item per line.

@@ -18,11 +18,15 @@ enum class HfModelType { Auto, Gpt2, Bloom };
 struct ToHfOptions {
     HfModelType model_type = HfModelType::Auto;  // Auto: BLOOM for ALiBi + embedding LayerNorm, else GPT2
     std::uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default max_shard_size "5GB"
-    std::string vocab_file, merge_file;          // GPT-2 BPE files (default: the args' when they exist)
+    std::string vocab_file, merge_file;          // GPT-2 BPE files (default: the args', found as hf_tokenizer.h says)
     std::string tokenizer_dir;                   // copied as is instead (e.g. tokenizer.json)
-    bool overwrite = false;
-    // Called after each tensor: (tensors done, total tensors, bytes done).
-    std::function<void(std::size_t, std::size_t, std::uint64_t)> progress;
+    bool no_tokenizer = false;                   // write the weights and config only, without a word
+    bool overwrite = false;                      // replace an earlier export (a folder holding config.json, or empty)
+    bool verify = true;                          // CRC-32 of every pickle and storage read (--no-verify: off)
+    // Called after each tensor: (tensors done, total tensors, bytes done, total bytes).
+    std::function<void(std::size_t, std::size_t, std::uint64_t, std::uint64_t)> progress;
+    // Notes for the user (which tokenizer file was used, warnings), one line each.
+    std::function<void(const std::string&)> note;
 };
 
 struct ToHfReport {
@@ -34,7 +38,10 @@ struct ToHfReport {
 };
 
 // Converts checkpoint `path` (a root with `latest`, or a global_step folder; `tag` picks a tag of a
-// root) into folder `out`, written as `.<name>.tmp-<pid>` and renamed into place when complete.
+// root) into folder `out`, written under mds::temp_path_for(out) and renamed into place when
+// complete. `out` may not overlap the checkpoint (mds::UsageError), is never a file replaced by a
+// folder, and its parent is prepared with mds::prepare_output_dir (stale temporaries removed).
+// The tokenizer is settled and checked against the embedding before any weight is written.
 // Throws mds::Error naming the file and what was expected; nothing is left under `out` then.
 ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const std::string& out, const ToHfOptions& options);
 

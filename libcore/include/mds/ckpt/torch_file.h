@@ -4,8 +4,10 @@
 // streams storages one by one, so a checkpoint never has to fit in memory twice.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,18 +24,27 @@ const char* storage_class_name(DType t);
 DType dtype_of_storage_class(const std::string& name, const std::string& where);
 
 // A tensor of a torch.save file: _rebuild_tensor_v2(storage, offset, size, stride, ...).
+// Its data is checked when first used: bytes() and gather() recompute the CRC-32 of the whole
+// storage record and compare it with the zip's, once per storage of a file (a flipped bit in a
+// checkpoint is an error naming the file and the tensor, never a silently different weight).
 struct TorchTensor {
     DType dtype = DType::F32;
     std::vector<std::int64_t> shape, stride;
     std::int64_t storage_offset = 0;         // in elements
     std::string storage_key;                 // data/<key>
     std::string location;                    // "cpu", "cuda:3", ...
-    std::span<const std::byte> storage;      // the whole storage record
+    std::span<const std::byte> storage;      // the whole storage record, not yet verified
+    std::string where;                       // "<file>: <tensor>", for errors
+    std::uint32_t storage_crc32 = 0;         // as the zip's central directory records it
+    std::atomic<bool>* storage_verified = nullptr;  // owned by the TorchFile; null: no check (verify off)
     std::int64_t numel() const;
     bool contiguous() const;                 // row-major strides
-    // The tensor's bytes when it is contiguous (a view into the file); an error otherwise.
+    // Checks the storage's CRC-32 unless it was checked before (or checks are off); an error
+    // "<file>: tensor '<name>': storage data/<key> is damaged: CRC-32 ..." otherwise.
+    void verify() const;
+    // The tensor's bytes when it is contiguous (a view into the file, verified); an error otherwise.
     std::span<const std::byte> bytes() const;
-    // The tensor's elements in row-major order, copied (any strides).
+    // The tensor's elements in row-major order, copied (any strides; verified).
     std::vector<std::byte> gather() const;
 };
 
@@ -46,20 +57,30 @@ PyValue map_tensors(const PyValue& value, const TensorMapper& fn, const std::str
 
 class TorchFile {
 public:
-    // Opens and validates the zip, reads data.pkl. Errors name the file.
-    explicit TorchFile(const std::string& path);
+    // Opens and validates the zip, reads data.pkl. Errors name the file. With `verify` (the
+    // default) the CRC-32 of data.pkl is checked now and each storage's when a tensor's data is
+    // first used (TorchTensor::verify); without it nothing is recomputed (the tools' --no-verify).
+    explicit TorchFile(const std::string& path, bool verify = true);
     const std::string& path() const { return zip_.path(); }
     const PyValue& root() const { return root_; }
     const ZipArchive& zip() const { return zip_; }
+    bool verifies() const { return verified_ != nullptr; }
 
     static bool is_tensor(const PyValue& v);
     // Resolves a _rebuild_tensor_v2 object against the file's storages, checking that the view
-    // (offset, sizes, strides) lies inside its storage. `what` names it in errors ("layer_03/...").
+    // (offset, sizes, strides) lies inside its storage and that the record has the storage's size.
+    // `what` names it in errors ("layer_03/..."). Reads no tensor data: that is checked on use.
     TorchTensor tensor(const PyValue& v, const std::string& what = "tensor") const;
+    // Where the tensors using storage data/<key> sit in root() (map_tensors paths), for messages
+    // about a damaged record.
+    std::vector<std::string> tensors_in_storage(const std::string& key) const;
 
 private:
     ZipArchive zip_;
     PyValue root_;
+    // One flag per zip entry: its CRC-32 was checked. Heap-allocated, so that tensors keep a valid
+    // pointer when the TorchFile moves; null when verification is off.
+    std::unique_ptr<std::atomic<bool>[]> verified_;
 };
 
 // Builds a torch.save file: tensors are registered first (each gets its own storage, offset 0,

@@ -33,8 +33,8 @@ class Bf16OptimizerShards {
 public:
     // Opens the files of `tp` × `pp` model-parallel ranks and every data-parallel rank found.
     // Errors name the file: a missing rank, fp16 ZeRO files (zero_pp_rank_*: another layout),
-    // missing keys, group counts or sizes that disagree.
-    Bf16OptimizerShards(const std::string& dir, int tp, int pp);
+    // missing keys, group counts or sizes that disagree. `verify`: CRC-32 checks (TorchFile).
+    Bf16OptimizerShards(const std::string& dir, int tp, int pp, bool verify = true);
 
     int dp() const { return dp_; }
     int groups() const { return groups_; }

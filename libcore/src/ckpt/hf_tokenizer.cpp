@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "mds/util/json_limits.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"       // read_file
 #include "mds/util/safe_paths.h"  // printable
@@ -39,6 +40,7 @@ std::string in_quotes(const std::string& s) {
 
 nlohmann::json read_json(const std::string& path) {
     const std::string text = read_file(path, kMaxTokenizerFileBytes, "tokenizer file");
+    check_json_depth(text, printable(path, 200));
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded()) throw Error(printable(path, 200) + ": not a JSON document");
     return j;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "mds/util/json_limits.h"
 #include "mds/util/error.h"
 
 namespace mds::ckpt {
@@ -60,6 +61,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
                     std::to_string(bytes.size()) + " bytes)");
     const char* header_begin = reinterpret_cast<const char*>(bytes.data() + 8);
     if (header_len == 0 || header_begin[0] != '{') throw Error(path + ": offset 8: header is not a JSON object");
+    check_json_depth(std::string_view(header_begin, header_len), path + ": header");
     nlohmann::json header;
     try {
         header = nlohmann::json::parse(header_begin, header_begin + header_len);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "mds/util/json_limits.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
 #include "mds/util/json_line.h"  // utf8_valid_prefix
@@ -16,7 +17,9 @@ namespace {
 using nlohmann::json;
 
 json parse_json_file(const std::string& path, const char* what) {
-    std::string text = read_file(path);
+    // BLOOM's tokenizer.json is 14 MB, GPT-2's vocab.json 1 MB: a larger file is not a tokenizer.
+    const std::string text = read_file(path, std::uint64_t{256} << 20, what);
+    check_json_depth(text, path);
     try {
         return json::parse(text);
     } catch (const json::parse_error& e) {

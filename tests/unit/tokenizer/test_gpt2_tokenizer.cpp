@@ -447,3 +447,12 @@ TEST_CASE("gpt2 files: errors name the file") {
     CHECK(message([&] { Tokenizer::from_gpt2_files(f.vocab, bad_merges); }).find(bad_merges) != std::string::npos);
     std::filesystem::remove_all(f.dir);
 }
+
+TEST_CASE("tokenizer files nested absurdly deep are refused before parsing") {
+    const auto dir = mds::test::scratch_dir("tok-deep");
+    const std::string path = (dir / "tokenizer.json").string();
+    std::ofstream(path) << std::string(100000, '[');
+    CHECK_THROWS_WITH_AS(mds::tok::Tokenizer::from_hf_json(path), doctest::Contains("JSON nested deeper than 64 levels"),
+                         mds::Error);
+    std::filesystem::remove_all(dir);
+}

@@ -276,7 +276,22 @@ def startup_checks(tmp, data):
     r = run(data + model_flags(1000, ["--train-iters", "6", "--log-interval", "1", "--eval-iters", "0"]))
     check(r.returncode == 0 and len(iteration_lines(r.stdout)) == 6, f"repeated --train-iters: rc {r.returncode}, "
           f"{len(iteration_lines(r.stdout))} iterations: {r.stderr[-300:]}")
-    print(f"start-up checks: {len(cases) + 1} bad destinations or splits refused before training; last --train-iters wins")
+    # The first job of a chain: --load names the folder --save creates (Megatron-DeepSpeed warns, starts from
+    # scratch); the resubmission resumes from it with the same flags.
+    chain = tmp + "/chain/checkpoints"
+    flags = data + model_flags(6, ["--log-interval", "1", "--eval-iters", "0", "--exit-interval", "3",
+                                   "--save", chain, "--load", chain, "--save-interval", "100"])
+    r = run(flags)
+    out = r.stdout + r.stderr
+    check(r.returncode == 0 and "will not load any checkpoints and will start from random" in out
+          and len(iteration_lines(r.stdout)) == 3 and os.path.isfile(chain + "/latest"),
+          f"first launch with a missing --load folder: rc {r.returncode}: {r.stderr[-300:]}")
+    r = run(flags[:-6] + ["--exit-interval", "100"] + flags[-6:])
+    check(r.returncode == 0 and "successfully loaded checkpoint" in r.stdout + r.stderr
+          and [line.split()[1] for line in iteration_lines(r.stdout)][:1] == ["4/"],
+          f"resubmission: rc {r.returncode}: {iteration_lines(r.stdout)[:1]} {r.stderr[-300:]}")
+    print(f"start-up checks: {len(cases) + 1} bad destinations or splits refused before training; last --train-iters wins; "
+          "a missing --load folder starts from scratch")
 
 
 def main():

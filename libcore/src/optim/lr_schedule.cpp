@@ -158,13 +158,18 @@ void LrSchedule::load_state(const LrScheduleState& s, LrCheckpointPolicy policy)
     p_.lr_decay_steps = check_and_set(p_.lr_decay_steps, s.params.lr_decay_steps, "decay samples", policy, integer);
     p_.lr_decay_style = check_and_set(p_.lr_decay_style, s.params.lr_decay_style, "decay style", policy, style);
     warmup_tokens_ = s.warmup_tokens;
-    // megatron-core steps before restoring the weight-decay values; the lr does not depend on them.
-    p_.start_wd = check_and_set(p_.start_wd, s.params.start_wd, "start weight decay", policy, num);
-    p_.end_wd = check_and_set(p_.end_wd, s.params.end_wd, "end weight decay", policy, num);
-    p_.wd_incr_steps =
-        check_and_set(p_.wd_incr_steps, s.params.wd_incr_steps, "weight decay increment samples", policy, integer);
-    p_.wd_incr_style = check_and_set(p_.wd_incr_style, s.params.wd_incr_style, "weight decay increment style",
-                                     policy, wd_style);
+    // The weight-decay schedule is megatron-core's (BMD's AnnealingLR keeps none: a BMD checkpoint
+    // resumes with the flags' values). Its length follows --train-iters / --train-samples, which
+    // BigScience changed on resume: it matters, and is checked, only when the decay increments.
+    if (s.has_wd_schedule) {
+        p_.start_wd = check_and_set(p_.start_wd, s.params.start_wd, "start weight decay", policy, num);
+        p_.end_wd = check_and_set(p_.end_wd, s.params.end_wd, "end weight decay", policy, num);
+        p_.wd_incr_style = check_and_set(p_.wd_incr_style, s.params.wd_incr_style, "weight decay increment style",
+                                         policy, wd_style);
+        if (p_.wd_incr_style != WdIncrStyle::constant && p_.start_wd != p_.end_wd)
+            p_.wd_incr_steps = check_and_set(p_.wd_incr_steps, s.params.wd_incr_steps, "weight decay increment samples",
+                                             policy, integer);
+    }
     num_steps_ = 0;
     step(s.num_steps, s.num_tokens);
 }

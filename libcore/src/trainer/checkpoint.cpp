@@ -187,75 +187,261 @@ PyValue position_embedding_enum(const std::string& type) {
 PyValue optional_int(const std::optional<std::int64_t>& v) { return v ? integer(*v) : PyValue::none(); }
 PyValue optional_str(const std::optional<std::string>& v) { return v ? str(*v) : PyValue::none(); }
 
-// Megatron's args as an argparse.Namespace: the values its load_checkpoint and
-// check_checkpoint_args read, and the rest of what describes the run.
-PyValue megatron_args(const train::TrainArgs& a, std::int64_t padded_vocab, const TrainingProgress& p) {
+PyValue ds_config(const train::TrainArgs& a);
+
+PyValue boolean(bool v) { return PyValue::boolean(v); }
+PyValue optional_float(const std::optional<double>& v) { return v ? floating(*v) : PyValue::none(); }
+PyValue text_or_none(const std::string& s) { return s.empty() ? PyValue::none() : str(s); }
+PyValue true_or_none(bool v) { return v ? boolean(true) : PyValue::none(); }  // store_true with default=None
+PyValue text_list(const std::vector<std::string>& v) {
+    std::vector<PyValue> items;
+    for (const auto& s : v) items.push_back(str(s));
+    return PyValue::list(std::move(items));
+}
+// --rampup-batch-size: argparse keeps its three values as strings (nargs='*', no type).
+PyValue rampup_list(const optim::OptimizerConfig& o) {
+    if (!o.rampup_batch_size) return PyValue::none();
+    const auto& r = *o.rampup_batch_size;
+    return PyValue::list({str(std::to_string(r.start_global_batch_size)), str(std::to_string(r.batch_size_increment)),
+                          str(std::to_string(r.ramp_up_samples))});
+}
+
+// Megatron-DeepSpeed's args as an argparse.Namespace: every attribute BMD's parse_args and
+// pretrain() leave on it, in its order, with its Python types: the flags mds-train takes from
+// their values, the Megatron flags mds does not take at their defaults (giving one fails the
+// parse), the derived ones as BMD derives them. The Megatron tools read them; BMD's
+// check_checkpoint_args compares some (tokenizer_type defaults to pretrain_gpt.py's
+// GPT2BPETokenizer).
+PyValue megatron_args(const train::TrainArgs& a, const model::GptModel& model, const TrainingProgress& p) {
     auto d = PyValue::dict();
     auto& m = d.as_dict();
+    auto set = [&m](const char* name, PyValue v) { m.set(name, std::move(v)); };
+    auto given = [&a](const char* flag) { return a.flags_given.count(flag) > 0; };
     const auto& md = a.model;
     const auto& o = a.optimizer;
-    m.set("num_layers", integer(md.num_layers));
-    m.set("hidden_size", integer(md.hidden_size));
-    m.set("ffn_hidden_size", integer(md.ffn_hidden_size.value_or(4 * md.hidden_size)));
-    m.set("num_attention_heads", integer(md.num_attention_heads));
-    m.set("kv_channels", integer(md.hidden_size / md.num_attention_heads));
-    m.set("seq_length", integer(md.seq_length));
-    m.set("max_position_embeddings", integer(md.max_position_embeddings.value_or(md.seq_length)));
-    m.set("make_vocab_size_divisible_by", integer(md.make_vocab_size_divisible_by));
-    m.set("pad_vocab_size_to", optional_int(md.pad_vocab_size_to));
-    m.set("padded_vocab_size", integer(padded_vocab));
-    m.set("position_embedding_type", position_embedding_enum(md.position_embedding_type));
-    m.set("embed_layernorm", PyValue::boolean(md.embed_layernorm));
-    m.set("layernorm_epsilon", floating(md.layernorm_epsilon));
-    m.set("init_method_std", floating(md.init_method_std));
-    m.set("hidden_dropout", floating(md.hidden_dropout));
-    m.set("attention_dropout", floating(md.attention_dropout));
-    m.set("bias_gelu_fusion", PyValue::boolean(true));
-    m.set("openai_gelu", PyValue::boolean(false));
-    m.set("glu_activation", PyValue::none());
-    m.set("apply_query_key_layer_scaling", PyValue::boolean(true));
-    m.set("checkpoint_activations", PyValue::boolean(md.checkpoint_activations));
-    m.set("tokenizer_type", optional_str(a.data.tokenizer_type));
-    m.set("vocab_file", a.data.vocab_file.empty() ? PyValue::none() : str(a.data.vocab_file));
-    m.set("merge_file", a.data.merge_file.empty() ? PyValue::none() : str(a.data.merge_file));
-    m.set("tokenizer_name_or_path", a.data.tokenizer_name_or_path.empty() ? PyValue::none() : str(a.data.tokenizer_name_or_path));
-    std::vector<PyValue> data_path;
-    for (const auto& s : a.data.data_path) data_path.push_back(str(s));
-    m.set("data_path", PyValue::list(std::move(data_path)));
-    m.set("split", optional_str(a.data.split));
-    m.set("tensor_model_parallel_size", integer(a.parallel.tensor_model_parallel_size));
-    m.set("pipeline_model_parallel_size", integer(a.parallel.pipeline_model_parallel_size));
-    m.set("data_parallel_size", integer(a.parallel.data_parallel_size));
-    m.set("world_size", integer(a.parallel.world_size.value_or(1)));
-    m.set("deepspeed", PyValue::boolean(a.parallel.deepspeed));
-    m.set("deepspeed_config", a.parallel.deepspeed_config.empty() ? PyValue::none() : str(a.parallel.deepspeed_config));
-    m.set("zero_stage", integer(a.parallel.zero_stage));
-    m.set("micro_batch_size", integer(o.micro_batch_size));
-    m.set("global_batch_size", integer(o.global_batch_size.value_or(o.micro_batch_size * a.parallel.data_parallel_size)));
-    m.set("train_iters", optional_int(a.length.train_iters));
-    m.set("train_samples", optional_int(a.length.train_samples));
-    m.set("optimizer", str(o.optimizer));
-    m.set("lr", floating(o.lr));
-    m.set("min_lr", floating(o.min_lr));
-    m.set("lr_decay_style", str(o.lr_decay_style));
-    m.set("weight_decay", floating(o.weight_decay));
-    m.set("clip_grad", floating(o.clip_grad));
-    m.set("adam_beta1", floating(o.adam_beta1));
-    m.set("adam_beta2", floating(o.adam_beta2));
-    m.set("adam_eps", floating(o.adam_eps));
-    m.set("fp16", PyValue::boolean(o.fp16));
-    m.set("bf16", PyValue::boolean(o.bf16));
-    m.set("params_dtype", PyValue::global("torch", o.fp16 ? "float16" : o.bf16 ? "bfloat16" : "float32"));
-    m.set("seed", integer(a.seed));
-    m.set("save", a.checkpoint.save.empty() ? PyValue::none() : str(a.checkpoint.save));
-    m.set("load", a.checkpoint.load.empty() ? PyValue::none() : str(a.checkpoint.load));
-    m.set("save_interval", optional_int(a.checkpoint.save_interval));
-    m.set("iteration", integer(p.iteration));
-    m.set("consumed_train_samples", integer(p.consumed_train_samples));
-    m.set("consumed_valid_samples", integer(p.consumed_valid_samples));
-    m.set("consumed_train_tokens", integer(p.consumed_train_tokens));
-    m.set("gigaflos_no_embeds", floating(p.gigaflos_no_embeds));
-    m.set("mds_version", str(mds_version()));
+    const std::int64_t padded_vocab = model.config().padded_vocab_size;
+    const std::int64_t tp = a.parallel.tensor_model_parallel_size, pp = a.parallel.pipeline_model_parallel_size;
+    // The rank that saves this model-parallel rank's file: data-parallel rank 0 of Megatron's grid
+    // (tensor fastest, then data, then pipeline).
+    const std::int64_t rank = model.pipeline_stage().rank * a.parallel.data_parallel_size * tp + model.tensor_parallel().rank;
+    // update_train_iters for --train-samples: the iterations the run computes (ramp-up included).
+    std::optional<std::int64_t> train_iters = a.length.train_iters;
+    if (!train_iters && p.train_iters > 0) train_iters = p.train_iters;
+    const double billions_no_embedding = megatron_parameters_in_billions_no_embedding(model, tp * pp);
+    set("num_layers", integer(md.num_layers));
+    set("hidden_size", integer(md.hidden_size));
+    set("ffn_hidden_size", integer(md.ffn_hidden_size.value_or(4 * md.hidden_size)));
+    set("num_attention_heads", integer(md.num_attention_heads));
+    set("kv_channels", integer(md.hidden_size / md.num_attention_heads));
+    set("max_position_embeddings", integer(md.max_position_embeddings.value_or(md.seq_length)));
+    set("make_vocab_size_divisible_by", integer(md.make_vocab_size_divisible_by));
+    set("pad_vocab_size_to", optional_int(md.pad_vocab_size_to));
+    set("layernorm_epsilon", floating(md.layernorm_epsilon));
+    set("sync_tp_duplicated_parameters", boolean(md.sync_tp_duplicated_parameters));
+    set("apply_residual_connection_post_layernorm", boolean(false));
+    set("embed_layernorm", boolean(md.embed_layernorm));
+    set("openai_gelu", boolean(false));
+    set("onnx_safe", PyValue::none());
+    set("bert_binary_head", boolean(true));
+    set("position_embedding_type", position_embedding_enum(md.position_embedding_type));
+    set("glu_activation", PyValue::none());
+    set("kill_switch_path", text_or_none(a.exit.kill_switch_path));
+    set("log_level", optional_str(a.logging.log_level));
+    set("log_level_replica", optional_str(a.logging.log_level_replica));
+    set("attention_dropout", floating(md.attention_dropout));
+    set("hidden_dropout", floating(md.hidden_dropout));
+    set("weight_decay", floating(o.weight_decay));
+    set("clip_grad", floating(o.clip_grad));
+    set("adam_beta1", floating(o.adam_beta1));
+    set("adam_beta2", floating(o.adam_beta2));
+    set("adam_eps", floating(o.adam_eps));
+    set("sgd_momentum", floating(o.sgd_momentum));
+    set("micro_batch_size", integer(o.micro_batch_size));
+    set("global_batch_size", integer(o.global_batch_size.value_or(o.micro_batch_size * a.parallel.data_parallel_size)));
+    set("rampup_batch_size", rampup_list(o));
+    set("checkpoint_activations", boolean(md.checkpoint_activations));
+    set("distribute_checkpointed_activations", boolean(false));
+    set("checkpoint_num_layers", integer(md.checkpoint_num_layers));
+    set("train_iters", optional_int(train_iters));
+    set("train_samples", optional_int(a.length.train_samples));
+    set("train_tokens", PyValue::none());
+    set("log_interval", integer(a.logging.log_interval));
+    set("exit_interval", optional_int(a.exit.exit_interval));
+    set("exit_duration_in_mins", optional_int(a.exit.exit_duration_in_mins));
+    set("tensorboard_dir", text_or_none(a.logging.tensorboard_dir));
+    set("masked_softmax_fusion", boolean(true));
+    set("bias_gelu_fusion", boolean(true));
+    set("bias_dropout_fusion", boolean(true));
+    set("optimizer", str(o.optimizer));
+    set("use_bnb_optimizer", boolean(false));
+    set("dataloader_type", str("single"));
+    set("cpu_optimizer", boolean(false));
+    set("cpu_torch_adam", boolean(false));
+    set("codecarbon_dir", text_or_none(a.logging.codecarbon_dir));
+    set("eval_only", PyValue::none());
+    set("skip_train_iteration_range", PyValue::none());
+    set("inference", boolean(false));
+    set("abort_on_unmet_fused_kernel_constraints", boolean(md.abort_on_unmet_fused_kernel_constraints));
+    set("pp_partition_method", optional_str(a.parallel.pp_partition_method));
+    set("seed", integer(a.seed));
+    set("init_method_std", floating(md.init_method_std));
+    set("init_method_xavier_uniform", boolean(false));
+    set("lr", floating(o.lr));
+    set("lr_decay_style", str(o.lr_decay_style));
+    set("lr_decay_iters", optional_int(a.length.train_iters ? std::optional<std::int64_t>(o.lr_decay_iters.value_or(*a.length.train_iters)) : o.lr_decay_iters));
+    set("lr_decay_samples", optional_int(a.length.train_samples ? std::optional<std::int64_t>(o.lr_decay_samples.value_or(*a.length.train_samples)) : o.lr_decay_samples));
+    set("lr_decay_tokens", optional_int(o.lr_decay_tokens));
+    set("lr_warmup_fraction", optional_float(o.lr_warmup_fraction));
+    set("lr_warmup_iters", integer(o.lr_warmup_iters));
+    set("lr_warmup_samples", integer(o.lr_warmup_samples));
+    set("min_lr", floating(o.min_lr));
+    set("override_lr_scheduler", boolean(o.override_lr_scheduler));
+    set("use_checkpoint_lr_scheduler", boolean(o.use_checkpoint_lr_scheduler));
+    set("universal_checkpoint", boolean(false));
+    set("save", text_or_none(a.checkpoint.save));
+    set("save_interval", optional_int(a.checkpoint.save_interval));
+    set("no_save_optim", true_or_none(a.checkpoint.no_save_optim));
+    set("no_save_rng", true_or_none(a.checkpoint.no_save_rng));
+    set("load", text_or_none(a.checkpoint.load));
+    set("no_load_optim", true_or_none(a.checkpoint.no_load_optim));
+    set("no_load_rng", true_or_none(a.checkpoint.no_load_rng));
+    set("finetune", boolean(a.checkpoint.finetune));
+    set("fp16", boolean(o.fp16));
+    set("bf16", boolean(o.bf16));
+    // Megatron's loss-scale flags as given (their defaults otherwise): under --deepspeed the fp16 section
+    // of the DeepSpeed config sets the scaler, not these args.
+    set("loss_scale", given("--loss-scale") ? optional_float(o.loss_scale) : PyValue::none());
+    set("initial_loss_scale", given("--initial-loss-scale") ? floating(o.initial_loss_scale) : integer(4294967296));
+    set("min_loss_scale", given("--min-loss-scale") ? floating(o.min_loss_scale) : floating(1.0));
+    set("loss_scale_window", given("--loss-scale-window") ? floating(static_cast<double>(o.loss_scale_window)) : integer(1000));
+    set("hysteresis", given("--hysteresis") ? integer(o.hysteresis) : integer(2));
+    set("fp32_residual_connection", boolean(false));
+    set("apply_query_key_layer_scaling", boolean(true));
+    set("attention_softmax_in_fp32", boolean(false));
+    set("accumulate_allreduce_grads_in_fp32", boolean(o.bf16));  // parse_args: bf16 accumulates and all-reduces in fp32
+    set("fp16_lm_cross_entropy", boolean(false));
+    set("tensor_model_parallel_size", integer(a.parallel.tensor_model_parallel_size));
+    set("pipeline_model_parallel_size", integer(a.parallel.pipeline_model_parallel_size));
+    set("num_layers_per_virtual_pipeline_stage", PyValue::none());
+    set("distributed_backend", str(a.parallel.distributed_backend));
+    set("DDP_impl", str("local"));
+    set("use_contiguous_buffers_in_ddp", boolean(o.bf16));  // parse_args: bf16 accumulates and all-reduces in fp32
+    set("scatter_gather_tensors_in_pipeline", boolean(true));
+    set("local_rank", integer(rank));
+    set("lazy_mpu_init", PyValue::none());
+    set("use_cpu_initialization", PyValue::none());
+    set("eval_iters", integer(a.logging.eval_iters));
+    set("eval_interval", integer(a.logging.eval_interval));
+    set("data_path", text_list(a.data.data_path));
+    set("split", optional_str(a.data.split));
+    set("train_weighted_split_paths", PyValue::none());
+    set("valid_weighted_split_paths", PyValue::none());
+    set("test_weighted_split_paths", PyValue::none());
+    set("train_weighted_split_paths_path", text_or_none(a.data.train_weighted_split_paths_path));
+    set("valid_weighted_split_paths_path", text_or_none(a.data.valid_weighted_split_paths_path));
+    set("test_weighted_split_paths_path", PyValue::none());
+    set("log_path", PyValue::none());
+    set("vocab_file", text_or_none(a.data.vocab_file));
+    set("merge_file", text_or_none(a.data.merge_file));
+    set("vocab_extra_ids", integer(0));
+    set("seq_length", integer(md.seq_length));
+    set("encoder_seq_length", integer(md.seq_length));
+    set("decoder_seq_length", PyValue::none());
+    set("retriever_seq_length", integer(256));
+    set("sample_rate", floating(1.0));
+    set("mask_prob", floating(0.15));
+    set("short_seq_prob", floating(0.1));
+    set("mmap_warmup", boolean(false));
+    set("num_workers", integer(a.data.num_workers));
+    set("valid_num_workers", integer(a.data.valid_num_workers));
+    set("tokenizer_type", str(a.data.tokenizer_type.value_or("GPT2BPETokenizer")));
+    set("tokenizer_name_or_path", text_or_none(a.data.tokenizer_name_or_path));
+    set("data_impl", str(a.data.data_impl));
+    set("reset_position_ids", boolean(false));
+    set("reset_attention_mask", boolean(false));
+    set("eod_mask_loss", boolean(false));
+    set("loss_on_targets_only", boolean(false));
+    set("reweight_loss_based_on_position_frequency", boolean(false));
+    set("noise_density", PyValue::none());
+    set("mean_noise_span_length", PyValue::none());
+    set("adlr_autoresume", boolean(false));
+    set("adlr_autoresume_interval", integer(1000));
+    set("ict_head_size", PyValue::none());
+    set("biencoder_projection_dim", integer(0));
+    set("biencoder_shared_query_context_model", boolean(false));
+    set("ict_load", PyValue::none());
+    set("bert_load", PyValue::none());
+    set("titles_data_path", PyValue::none());
+    set("query_in_block_prob", floating(0.1));
+    set("use_one_sent_docs", boolean(false));
+    set("evidence_data_path", PyValue::none());
+    set("retriever_report_topk_accuracies", PyValue::list());
+    set("retriever_score_scaling", boolean(false));
+    set("block_data_path", PyValue::none());
+    set("embedding_path", PyValue::none());
+    set("indexer_batch_size", integer(128));
+    set("indexer_log_interval", integer(1000));
+    set("num_classes", integer(1000));
+    set("img_dim", integer(224));
+    set("num_channels", integer(3));
+    set("patch_dim", integer(16));
+    set("log_params_norm", boolean(a.logging.log_params_norm));
+    set("log_num_zeros_in_grad", boolean(a.logging.log_num_zeros_in_grad));
+    set("tensorboard_log_interval", integer(a.logging.tensorboard_log_interval));
+    set("tensorboard_queue_size", integer(a.logging.tensorboard_queue_size));
+    set("log_timers_to_tensorboard", boolean(a.logging.log_timers_to_tensorboard));
+    set("log_batch_size_to_tensorboard", boolean(a.logging.log_batch_size_to_tensorboard));
+    set("log_learning_rate_to_tensorboard", boolean(a.logging.log_learning_rate_to_tensorboard));
+    set("log_loss_scale_to_tensorboard", boolean(a.logging.log_loss_scale_to_tensorboard));
+    set("log_validation_ppl_to_tensorboard", boolean(a.logging.log_validation_ppl_to_tensorboard));
+    set("zero_stage", integer(a.parallel.zero_stage));
+    set("zero_reduce_scatter", boolean(false));
+    set("zero_contigious_gradients", boolean(false));
+    set("zero_reduce_bucket_size", floating(0.0));
+    set("zero_allgather_bucket_size", floating(0.0));
+    set("remote_device", str("none"));
+    set("use_pin_memory", boolean(false));
+    set("scattered_embeddings", boolean(false));
+    set("split_transformers", boolean(false));
+    set("memory_centric_tiled_linear", boolean(false));
+    set("tile_factor", integer(1));
+    set("deepspeed_activation_checkpointing", boolean(md.deepspeed_activation_checkpointing));
+    set("partition_activations", boolean(false));
+    set("contigious_checkpointing", boolean(false));
+    set("checkpoint_in_cpu", boolean(false));
+    set("synchronize_each_layer", boolean(false));
+    set("profile_backward", boolean(false));
+    set("deepspeed", boolean(a.parallel.deepspeed));
+    set("deepspeed_config", text_or_none(a.parallel.deepspeed_config));
+    set("deepscale", boolean(false));
+    set("deepscale_config", PyValue::none());
+    set("rank", integer(rank));
+    set("world_size", integer(a.parallel.world_size.value_or(1)));
+    set("data_parallel_size", integer(a.parallel.data_parallel_size));
+    set("valid_weighted_split_names", PyValue::none());
+    set("valid_weighted_split_weights", PyValue::none());
+    set("valid_weighted_split_splits", PyValue::none());
+    set("test_weighted_split_names", PyValue::none());
+    set("test_weighted_split_weights", PyValue::none());
+    set("test_weighted_split_splits", PyValue::none());
+    set("virtual_pipeline_model_parallel_size", PyValue::none());
+    set("params_dtype", PyValue::global("torch", o.fp16 ? "float16" : o.bf16 ? "bfloat16" : "float32"));
+    set("consumed_train_samples", integer(p.consumed_train_samples));
+    set("consumed_valid_samples", integer(p.consumed_valid_samples));
+    set("consumed_train_tokens", integer(p.consumed_train_tokens));
+    set("gigaflos_no_embeds", floating(p.gigaflos_no_embeds));
+    set("curriculum_learning", boolean(a.curriculum && a.curriculum->enabled));  // the DeepSpeed config's "enabled"
+    set("padded_vocab_size", integer(padded_vocab));
+    if (a.parallel.deepspeed) set("deepspeed_configuration", ds_config(a));
+    set("pretrain_causal_attention", boolean(true));
+    set("iteration", integer(p.iteration));
+    set("parameters_in_billions_no_embedding", floating(billions_no_embedding));
+    set("do_train", integer(1));
+    set("do_valid", boolean(p.do_valid));
+    set("do_test", boolean(p.do_test));
+    set("data_prefixes", PyValue::none());
+    set("data_weights", PyValue::none());
+    set("mds_version", str(mds_version()));
     return instance("argparse", "Namespace", d);
 }
 
@@ -334,6 +520,101 @@ PyValue deepspeed_loss_scaler(const train::TrainArgs& a, const TrainingProgress&
     m.set("cur_scale", floating(1.0));
     m.set("dynamic", PyValue::boolean(false));
     return instance("deepspeed.runtime.fp16.loss_scaler", "LossScaler", d);
+}
+
+// DeepSpeed's pipeline engine builds the whole tied embedding module (TiedLayerSpec 'embed') on the
+// last stage too: besides the word embeddings (the tied weight) it holds the position embeddings and
+// the embedding LayerNorm, unused there, and its ZeRO groups, param_shapes and optimizer partition
+// include them. mds's last stage holds only the word embeddings, so a checkpoint adds them back:
+// `TiedModule` is the last stage's parameter list as DeepSpeed has it, with the first stage's values
+// (its copies never receive a gradient: their Adam moments are zeros).
+struct TiedModule {
+    std::vector<model::Parameter> params;  // the stage's parameters with the extra ones after the tied word embeddings
+    std::vector<int> origin;               // index into the model's parameters, or -1 for an added one
+};
+
+// The embedding module's parameters other than the word embeddings, in the model's order.
+std::vector<model::Parameter> tied_extras(const model::GptModel& model) {
+    const auto& c = model.config();
+    std::vector<model::Parameter> out;
+    // On the model's device: the pipeline all-reduce below runs there (NCCL wants GPU tensors).
+    auto f32 = at::TensorOptions().dtype(at::kFloat).device(model.device());
+    if (c.embed_layernorm) {
+        out.push_back({model::kEmbeddingLayer, "word_embeddings.norm.weight", at::zeros({c.hidden_size}, f32),
+                       model::TpSplit::Replicated, false, true});
+        out.push_back({model::kEmbeddingLayer, "word_embeddings.norm.bias", at::zeros({c.hidden_size}, f32),
+                       model::TpSplit::Replicated, false, true});
+    }
+    if (c.position_embedding == model::PositionEmbedding::Absolute)
+        out.push_back({model::kEmbeddingLayer, "position_embeddings.weight",
+                       at::zeros({c.max_position_embeddings, c.hidden_size}, f32), model::TpSplit::Replicated, true, true});
+    return out;
+}
+
+// A collective over the pipeline group (every stage calls it when PP > 1): the first stage's values
+// of the extra tied parameters, for the last stage. Empty on other stages and without PP.
+TiedModule tied_module(const model::GptModel& model, Communicator* comm) {
+    TiedModule t;
+    const auto& params = model.parameters();
+    const auto stage = model.pipeline_stage();
+    if (!comm || stage.first() || !stage.last()) {
+        if (comm && stage.size > 1) {
+            // Contribute to the sum: the first stage its values, middle stages zeros.
+            auto extras = tied_extras(model);
+            std::vector<at::Tensor> values;
+            for (auto& e : extras) {
+                if (stage.first())
+                    for (const auto& p : params)
+                        if (p.layer == model::kEmbeddingLayer && p.name == e.name) e.tensor.copy_(p.tensor.detach());
+                values.push_back(e.tensor);
+            }
+            if (!values.empty()) comm->all_reduce_sum(values, Group::Pipeline);
+        }
+        return t;
+    }
+    auto extras = tied_extras(model);
+    std::vector<at::Tensor> values;
+    for (auto& e : extras) values.push_back(e.tensor);
+    if (!values.empty()) comm->all_reduce_sum(values, Group::Pipeline);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        t.params.push_back(params[i]);
+        t.origin.push_back(static_cast<int>(i));
+        if (params[i].tied_copy)
+            for (auto& e : extras) {
+                t.params.push_back(e);
+                t.origin.push_back(-1);
+            }
+    }
+    return t;
+}
+
+// This rank's partition with the extra tied parameters in DeepSpeed's groups (one data-parallel rank:
+// each parameter whole in its group).
+StatePartition with_tied_module(const StatePartition& part, const TiedModule& tied) {
+    std::map<std::size_t, const StateSlice*> by_param;
+    for (const auto& g : part.slices)
+        for (const auto& sl : g) by_param[sl.where.param] = &sl;
+    StatePartition out;
+    out.rank = part.rank;
+    out.count = part.count;
+    out.groups = optimizer_groups(tied.params, part.count);
+    const auto fragments = partition_groups(out.groups, tied.params, part.count);
+    for (std::size_t g = 0; g < out.groups.size(); ++g) {
+        out.partition_numel.push_back((out.groups[g].numel + out.groups[g].padding) / part.count);
+        out.slices.emplace_back();
+        for (const auto& f : fragments[g][static_cast<std::size_t>(part.rank)]) {
+            const int origin = tied.origin[f.param];
+            if (origin >= 0) {
+                const auto* sl = by_param.at(static_cast<std::size_t>(origin));
+                out.slices.back().push_back({f, sl->master, sl->exp_avg, sl->exp_avg_sq});
+            } else {
+                const auto& v = tied.params[f.param].tensor;
+                const auto zeros = at::zeros({v.numel()}, v.options());
+                out.slices.back().push_back({f, v.reshape({-1}), zeros, zeros});
+            }
+        }
+    }
+    return out;
 }
 
 // The optimizer file of one data-parallel rank: BF16_Optimizer.state_dict() (bf16) or
@@ -423,10 +704,10 @@ int model_parallel_rank(const model::GptModel& model) {
 }
 
 void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std::int64_t original_vocab,
-                        const model::GptModel& model, const TrainingProgress& p) {
+                        const model::GptModel& model, const TrainingProgress& p, const TiedModule& tied) {
     const int tp_rank = model.tensor_parallel().rank;
     FileBuilder file(path);
-    const auto& params = model.parameters();
+    const auto& params = tied.params.empty() ? model.parameters() : tied.params;
     const std::int64_t padded = model.config().padded_vocab_size;
     auto root = PyValue::dict();
     auto& r = root.as_dict();
@@ -441,6 +722,9 @@ void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std:
         shapes.push_back(od);
     }
     r.set("param_shapes", PyValue::list(std::move(shapes)));
+    r.set("frozen_param_shapes", PyValue::none());
+    r.set("shared_params", PyValue::dict());
+    r.set("frozen_param_fragments", PyValue::none());
     r.set("lr_scheduler", lr_scheduler_state(p.lr));
     r.set("data_sampler", PyValue::none());
     r.set("random_ltd", PyValue::none());
@@ -450,10 +734,14 @@ void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std:
     r.set("global_samples", integer(p.consumed_train_samples));
     r.set("dp_world_size", integer(a.parallel.data_parallel_size));
     r.set("mp_world_size", integer(a.parallel.tensor_model_parallel_size * a.parallel.pipeline_model_parallel_size));
+    auto dims = PyValue::dict();
+    dims.as_dict().set("pp_degree", integer(a.parallel.pipeline_model_parallel_size));
+    dims.as_dict().set("tp_degree", integer(a.parallel.tensor_model_parallel_size));
+    r.set("checkpoint_parallel_dimensions", dims);
     r.set("ds_config", ds_config(a));
     r.set("ds_version", str(kDeepSpeedFormatVersion));
     // Megatron's client state (BMD save_checkpoint).
-    r.set("args", megatron_args(a, padded, p));
+    r.set("args", megatron_args(a, model, p));
     r.set("checkpoint_version", floating(kCheckpointVersion));
     r.set("iteration", integer(p.iteration));
     r.set("tokens", integer(p.consumed_train_tokens));
@@ -561,6 +849,18 @@ std::array<std::uint32_t, 624> python_random_seed_state(std::uint64_t seed) {
     return mt;
 }
 
+double megatron_parameters_in_billions_no_embedding(const model::GptModel& model, std::int64_t model_parallel_size) {
+    std::int64_t n = 0;
+    for (const auto& p : model.parameters()) {
+        const bool embedding = p.layer == model::kEmbeddingLayer &&
+                               (p.name == "word_embeddings.weight" || p.name == "position_embeddings.weight");
+        if (!embedding) n += p.tensor.numel();
+    }
+    const auto stage = model.pipeline_stage();
+    if (stage.last() && !stage.first() && model.config().embed_layernorm) n += 2 * model.config().hidden_size;
+    return static_cast<double>(n * model_parallel_size) / 1e9;
+}
+
 // ---- save ----------------------------------------------------------------------------------------
 
 CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t original_vocab_size,
@@ -628,15 +928,22 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
             // The save's own error is the one to report.
         }
     };
+    // The last stage's tied module as DeepSpeed saves it (one data-parallel rank: with several, the
+    // extra tensors would move DeepSpeed's partition boundaries; not done yet, see docs/mds-train.md).
+    const TiedModule tied = dp == 1 ? tied_module(model, comm) : TiedModule{};
     if (dp_rank == 0)  // one copy of each model-parallel (TP x PP) shard
         attempt([&] {
             write_layer_files(tmp.string(), model);
-            write_mp_rank_file((tmp / ckpt::ds_mp_rank_file(mp_rank)).string(), args, original_vocab_size, model, progress);
+            write_mp_rank_file((tmp / ckpt::ds_mp_rank_file(mp_rank)).string(), args, original_vocab_size, model, progress, tied);
         });
     if (!args.checkpoint.no_save_optim)
         attempt([&] {
-            write_optimizer_file((tmp / ckpt::ds_optim_file(args.optimizer.bf16, dp_rank, mp_rank)).string(), args, model.parameters(),
-                                 optimizer, optimizer.state_partition(dp_rank, dp), progress);
+            const auto part = optimizer.state_partition(dp_rank, dp);
+            const std::string file = (tmp / ckpt::ds_optim_file(args.optimizer.bf16, dp_rank, mp_rank)).string();
+            if (tied.params.empty())
+                write_optimizer_file(file, args, model.parameters(), optimizer, part, progress);
+            else
+                write_optimizer_file(file, args, tied.params, optimizer, with_tied_module(part, tied), progress);
         });
     try {
         agree({}, "writing its files");
@@ -688,7 +995,9 @@ CheckpointLoader::~CheckpointLoader() = default;
 
 std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const train::TrainArgs& args, int tp_rank, int pp_rank) {
     const std::string& root = args.checkpoint.load;
-    if (!fs::is_directory(root)) throw Error("--load " + root + ": no such folder");
+    // Megatron-DeepSpeed (DeepSpeed's load_checkpoint) warns and starts from scratch when there is no
+    // `latest` file, a missing folder included: the first launch of a job chain.
+    if (!fs::is_directory(root)) return nullptr;
     const auto tag = ckpt::read_latest_tag(root);
     if (!tag) return nullptr;
     auto impl = std::make_unique<Impl>();
@@ -995,6 +1304,7 @@ TrainingProgress CheckpointLoader::progress() const {
     i("num_tokens", s.num_tokens);
     i("warmup_tokens", s.warmup_tokens);
     f("init_lr", s.params.init_lr);
+    s.has_wd_schedule = lr->find("start_wd") != nullptr;
     f("start_wd", s.params.start_wd);
     f("end_wd", s.params.end_wd);
     i("wd_incr_steps", s.params.wd_incr_steps);

@@ -372,8 +372,9 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     flops_shape.padded_vocab_size = padded;
     flops_shape.seq_length = cfg.seq_length;
     flops_shape.checkpoint_activations = cfg.checkpoint_activations;
-    const double params_no_embeddings_billions =
-        static_cast<double>(observe::parameter_count_without_embeddings(train::model_shape(args.model, padded))) / 1e9;
+    // BMD's per-rank approximation (get_parameters_in_billions on this rank's stage x TP x PP), so that
+    // gigaflos_no_embeds, its TensorBoard axis and the saved args are the real program's.
+    const double params_no_embeddings_billions = megatron_parameters_in_billions_no_embedding(model, tp_size * pp_size);
 
     std::optional<train::CurriculumScheduler> curriculum;
     if (args.curriculum && args.curriculum->enabled) curriculum.emplace(*args.curriculum);
@@ -402,6 +403,9 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         p.lr = schedule.state();
         p.current_lr = schedule.lr();
         p.current_weight_decay = schedule.weight_decay();
+        p.train_iters = train_iters;
+        p.do_valid = do_valid;
+        p.do_test = do_test;
         scaler.save_to(p);
         info("saving checkpoint at iteration " + std::to_string(iteration) + " to " + args.checkpoint.save);
         const auto saved = save_checkpoint(args, vocab, model, optimizer, p, comm.get());

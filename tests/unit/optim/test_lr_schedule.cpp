@@ -150,6 +150,41 @@ TEST_CASE("save/load resumes bit-exactly; the resume flags decide mismatches") {
     CHECK(e.num_steps() == saved.num_steps);
 }
 
+TEST_CASE("a resume takes BigScience's AnnealingLR state and a changed run length as BMD does") {
+    // BMD's AnnealingLR saves no weight-decay schedule: the flags' constant --weight-decay stays.
+    auto flags = cosine_params();
+    flags.start_wd = flags.end_wd = 0.1;
+    flags.wd_incr_steps = 120;  // --train-iters 30 x 4
+    LrSchedule a(cosine_params());
+    a.step(40);
+    auto bmd = a.state();
+    bmd.params.start_wd = bmd.params.end_wd = 0.0;
+    bmd.params.wd_incr_steps = 0;
+    bmd.has_wd_schedule = false;
+    LrSchedule b(flags);
+    b.load_state(bmd, LrCheckpointPolicy::require_match);
+    CHECK(b.weight_decay() == 0.1);
+    CHECK(b.lr() == a.lr());
+    // mds's own checkpoint of a 20-iteration run resumed with --train-iters 30 (same decay length):
+    // a constant weight decay does not depend on the run length, so that is accepted.
+    auto own = a.state();
+    own.params.start_wd = own.params.end_wd = 0.1;
+    own.params.wd_incr_steps = 80;
+    LrSchedule c(flags);
+    c.load_state(own, LrCheckpointPolicy::require_match);
+    CHECK(c.weight_decay() == 0.1);
+    CHECK(c.lr() == a.lr());
+    // An increasing weight decay (megatron-core's) does depend on it: still checked.
+    auto incr = flags;
+    incr.start_wd = 0.0;
+    incr.wd_incr_style = WdIncrStyle::linear;
+    own.params.start_wd = 0.0;
+    own.params.wd_incr_style = WdIncrStyle::linear;
+    LrSchedule d(incr);
+    CHECK_THROWS_WITH_AS(d.load_state(own, LrCheckpointPolicy::require_match),
+                         doctest::Contains("weight decay increment samples is 120 from the flags but 80"), mds::Error);
+}
+
 TEST_CASE("lengths from the flags are in samples (get_learning_rate_scheduler)") {
     OptimizerConfig c;
     c.lr = 1e-4;

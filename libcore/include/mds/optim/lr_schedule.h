@@ -61,6 +61,10 @@ struct LrScheduleState {
     std::int64_t num_steps = 0;
     std::int64_t num_tokens = 0;
     std::int64_t warmup_tokens = 0;
+    // Whether the checkpoint has megatron-core's weight-decay schedule keys (start_wd, end_wd,
+    // wd_incr_steps, wd_incr_style). BigScience's AnnealingLR has none: its weight decay is
+    // --weight-decay, constant, and a resume takes the flags' values.
+    bool has_wd_schedule = true;
 };
 
 // How a resume treats schedule values that differ between the flags and the checkpoint.

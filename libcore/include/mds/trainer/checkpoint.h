@@ -51,6 +51,9 @@ struct TrainingProgress {
     // Written into the optimizer's param groups; not restored (the schedule recomputes them).
     double current_lr = 0;
     double current_weight_decay = 0;
+    // Saved in args (Megatron's do_train / do_valid / do_test), not restored.
+    std::int64_t train_iters = 0;  // the run's iterations (Megatron's update_train_iters for --train-samples)
+    bool do_valid = true, do_test = true;
 };
 
 struct CheckpointSaveInfo {
@@ -108,5 +111,12 @@ private:
 // from init_by_array (Python) and init_genrand (numpy), position 624.
 std::array<std::uint32_t, 624> python_random_seed_state(std::uint64_t seed);
 std::array<std::uint32_t, 624> numpy_random_seed_state(std::uint32_t seed);
+
+// BMD's get_parameters_in_billions(model, exclude_embeddings=True) on this rank: its stage's
+// parameters other than the nn.Embedding weights (word and position embeddings), as DeepSpeed's
+// pipeline module holds them (the last stage's tied module adds BLOOM's embedding LayerNorm), times
+// the model-parallel size (TP x PP). It is what BMD multiplies into gigaflos_no_embeds and saves as
+// args.parameters_in_billions_no_embedding.
+double megatron_parameters_in_billions_no_embedding(const model::GptModel& model, std::int64_t model_parallel_size);
 
 }  // namespace mds::trainer

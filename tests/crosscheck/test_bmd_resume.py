@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""Checkpoints resume both ways between mds-train and BigScience's real Megatron-DeepSpeed (issue 17), through
+the harness of bmd_harness.py, with the SAME flags on both sides: no --override-lr-scheduler, no --tokenizer-type
+(pretrain_gpt.py's default, as BigScience's scripts run), the same DeepSpeed config (ZeRO stage 1, fp32).
+
+For each of PP=1 (DP=2), PP=2 and TP=2 on 2 ranks, with the tiny GPT of test_bmd_harness.py (2 layers, hidden 64,
+4 heads, seq 64, micro-batch 2, global batch 4, 20 iterations, the first launch stops at 10; dropout off: mds
+saves no CPU RNG state the real program could continue from yet):
+  - the real program trains 10 iterations; its own resume gives iterations 11..20; mds-train resumes the same
+    checkpoint (a copy) and must log iterations 11..20 with the same losses and grad norms (relative 1e-5) and
+    learning rates (relative 1e-6: mds's values come from its TensorBoard scalars, float32);
+  - mds-train trains 10 iterations; its own resume gives 11..20; the real program resumes the same checkpoint and
+    must give the same curve (relative 1e-5);
+  - the first launch of each side finds no checkpoint folder at --load (a missing folder: the first job of a
+    chain) and starts from scratch, with Megatron's warning;
+  - the two first launches' checkpoints hold the same things: every mp_rank file key the real one has, every
+    `args` attribute with the same Python type and (paths aside) value, param_shapes (the last stage's tied
+    embedding module whole), shared_params, checkpoint_parallel_dimensions, and optimizer partitions of the same
+    sizes with the same param_slice_mappings, group paddings and partition counts.
+Then the gradient norm with the GPT-2 vocabulary (a 3.2M-element embedding, where an fp32 sum is off by ~4e-4):
+the real program trains 2 of 4 iterations at PP=1, both sides resume that checkpoint, and mds's grad norms at
+iterations 3 and 4 must equal DeepSpeed's (fp64 accumulation) to 1e-6 relative.
+Then bf16 (ZeRO stage 1, fp32 gradient accumulation) at PP=2 and fp16 at TP=2 the same way, with the tolerances
+of PRECISIONS (half-precision kernels round differently in the two programs), and the same checkpoint contents.
+Exits 77 without ../shared/third_party, the Python packages, or the mds binaries.
+Runs: `MDS_BIN=build/bin .venv/bin/python tests/crosscheck/test_bmd_resume.py [pp1 pp2 tp2 gnorm bf16-pp1 ...]`."""
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bmd_harness  # noqa: E402
+
+SOURCE = os.environ.get("MDS_SOURCE_DIR", os.path.join(HERE, "..", ".."))
+BIN = os.environ.get("MDS_BIN", os.path.join(SOURCE, "build", "bin"))
+
+bmd_harness.skip_unless_available(SOURCE)
+for tool in ("mds-tokenizer-train", "mds-preprocess", "mds-train"):
+    if not os.path.exists(os.path.join(BIN, tool)):
+        print(f"SKIP: {os.path.join(BIN, tool)} not built")
+        sys.exit(77)
+
+import tiny_dataset  # noqa: E402
+
+MDS = os.path.join(BIN, "mds-train")
+GPT2 = os.path.abspath(os.path.join(SOURCE, "..", "shared", "data", "gpt2"))
+SAMPLE = os.path.join(SOURCE, "data", "sample", "corpus.jsonl.zst")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+    return cond
+
+
+CONFIGS = {"pp1": (1, 1), "pp2": (1, 2), "tp2": (2, 1)}  # name: (TP, PP) on 2 ranks
+
+
+def flags(data, vocab, merges, ckpt, tp, pp, train_iters=20, exit_interval=10):
+    return ["--tensor-model-parallel-size", tp, "--pipeline-model-parallel-size", pp,
+            "--num-layers", 2, "--hidden-size", 64, "--num-attention-heads", 4,
+            "--seq-length", 64, "--max-position-embeddings", 64,
+            "--micro-batch-size", 2, "--global-batch-size", 4,
+            "--train-iters", train_iters, "--exit-interval", exit_interval,
+            "--optimizer", "adam", "--adam-beta1", 0.9, "--adam-beta2", 0.95, "--adam-eps", "1e-8",
+            "--lr", "1e-3", "--min-lr", "1e-4", "--lr-decay-style", "cosine", "--lr-warmup-iters", 2,
+            "--clip-grad", 1.0, "--weight-decay", 0.1, "--seed", 42, "--init-method-std", 0.02,
+            "--hidden-dropout", 0.0, "--attention-dropout", 0.0,
+            "--data-path", data, "--data-impl", "mmap", "--split", "90,8,2",
+            "--vocab-file", vocab, "--merge-file", merges,
+            "--log-interval", 1, "--eval-interval", 1000, "--eval-iters", 1,
+            "--save-interval", 1000, "--save", ckpt, "--load", ckpt,
+            "--distributed-backend", "gloo", "--zero-stage", 1]
+
+
+def run_mds(flag_list, run_dir, name, ds):
+    """mds-train through the harness, with its TensorBoard scalars (float32) replacing the log line's rounded
+    'lm loss', 'grad norm' and 'learning rate'."""
+    tb_dir = os.path.join(run_dir, "tb")
+    run = bmd_harness.run_mds_train(MDS, flag_list + ["--tensorboard-dir", tb_dir], 2, run_dir, name=name,
+                                    ds_config=ds, timeout=400)
+    if run.ok:
+        from tensorboard.backend.event_processing import event_accumulator
+        ea = event_accumulator.EventAccumulator(tb_dir)
+        ea.Reload()
+        tags = ea.Tags().get("scalars", [])
+        for key, tag in (("lm loss", "lm-loss-training/lm loss"), ("grad norm", "grad-norm/grad-norm"),
+                         ("learning rate", "learning-rate/learning-rate")):
+            values = {e.step: float(e.value) for e in ea.Scalars(tag)} if tag in tags else {}
+            for it in run.iterations:
+                if it["iteration"] in values:
+                    it[key] = values[it["iteration"]]
+    return run
+
+
+def copy(src, dst):
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def curve(run):
+    return {it["iteration"]: it for it in run.iterations}
+
+
+def compare(what, got, want, iterations, tol=1e-5, keys=("lm loss", "grad norm")):
+    """got / want: runs; every iteration in `iterations` present in both with the values within tol."""
+    g, w = curve(got), curve(want)
+    worst, worst_key = 0.0, {}
+    for i in iterations:
+        if not check(i in g and i in w, f"{what}: iteration {i} missing (got {sorted(g)}, reference {sorted(w)})"):
+            return
+        for k in keys:
+            a, b = g[i].get(k), w[i].get(k)
+            if not check(isinstance(a, float) and isinstance(b, float) and math.isfinite(a) and math.isfinite(b),
+                         f"{what}: iteration {i} {k}: {a!r} vs {b!r}"):
+                return
+            worst = max(worst, rel(a, b))
+            worst_key[k] = max(worst_key.get(k, 0.0), rel(a, b))
+            check(rel(a, b) <= tol, f"{what}: iteration {i} {k} {a!r}, reference {b!r} (relative {rel(a, b):.2e} > {tol})")
+        a, b = g[i].get("learning rate"), w[i].get("learning rate")
+        check(a is not None and b is not None and rel(a, b) <= 1e-6, f"{what}: iteration {i} learning rate {a!r} vs {b!r}")
+    print(f"  {what}: iterations {iterations[0]}..{iterations[-1]} agree, worst relative difference {worst:.2e} ("
+          + ", ".join(f"{k} {v:.1e}" for k, v in worst_key.items()) + ")")
+
+
+# args attributes whose values legitimately differ between the two first launches (paths, the run's own
+# directories); every attribute must still exist with the same Python type.
+RUN_SPECIFIC = {"save", "load", "deepspeed_config", "tensorboard_dir"}
+# Values that differ for a known reason (none now; docs/mds-train.md "Porting a Megatron-DeepSpeed script").
+KNOWN_VALUE_DIFFERENCES = set()
+
+
+def load_torch(path):
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    import torch
+    import bmd_checkpoint  # noqa: F401  (megatron.enums stand-in so the pickled args resolve)
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def compare_checkpoints(name, real_root, mds_root, tp, pp):
+    """mds's files hold what the real program's do: every args attribute (name, type, value), the DeepSpeed
+    keys of the mp_rank files, param_shapes, and the optimizer partitions' sizes and fragment names."""
+    step = "global_step10"
+    for mp in range(tp * pp):
+        f = f"mp_rank_{mp:02d}_model_states.pt"
+        real, mds = load_torch(os.path.join(real_root, step, f)), load_torch(os.path.join(mds_root, step, f))
+        missing = [k for k in real if k not in mds]
+        check(not missing, f"{name} {f}: keys missing in mds's file: {missing}")
+        ra, ma = vars(real["args"]), vars(mds["args"])
+        check(not [k for k in ra if k not in ma], f"{name} {f}: args missing in mds's: {[k for k in ra if k not in ma]}")
+        for k, v in ra.items():
+            if k not in ma or k == "tensorboard_dir":  # only the mds side logs to TensorBoard here
+                continue
+            check(type(ma[k]) is type(v), f"{name} {f}: args.{k} is {type(ma[k]).__name__} {ma[k]!r} in mds's, "
+                                          f"{type(v).__name__} {v!r} in the real one")
+            if k not in RUN_SPECIFIC | KNOWN_VALUE_DIFFERENCES and type(ma[k]) is type(v):
+                check(ma[k] == v, f"{name} {f}: args.{k} = {ma[k]!r} in mds's, {v!r} in the real one")
+        shapes = lambda sd: [[(k, tuple(v)) for k, v in g.items()] for g in sd["param_shapes"]]  # noqa: E731
+        check(shapes(mds) == shapes(real), f"{name} {f}: param_shapes {shapes(mds)}, the real one {shapes(real)}")
+        for k in ("shared_params", "checkpoint_parallel_dimensions", "dp_world_size", "mp_world_size"):
+            check(mds.get(k) == real.get(k), f"{name} {f}: {k} {mds.get(k)!r}, the real one {real.get(k)!r}")
+        dp = 2 // (tp * pp)
+        for d in range(dp):
+            o = f"zero_pp_rank_{d}_mp_rank_{mp:02d}_optim_states.pt"
+            if os.path.exists(os.path.join(real_root, step, "bf16_" + o)):
+                o = "bf16_" + o
+            if not check(os.path.exists(os.path.join(mds_root, step, o)), f"{name}: mds wrote no {o}"):
+                continue
+            ro = load_torch(os.path.join(real_root, step, o))["optimizer_state_dict"]
+            mo = load_torch(os.path.join(mds_root, step, o))["optimizer_state_dict"]
+            # param_alignment_paddings: DeepSpeed 0.19's optional key (its loader accepts files without it).
+            lacking = [k for k in ro if k not in mo and k != "param_alignment_paddings"]
+            check(not lacking, f"{name} {o}: keys missing in mds's: {lacking}")
+            sizes = lambda osd: [t.numel() for t in osd["single_partition_of_fp32_groups"]]  # noqa: E731
+            frags = lambda osd: [[(k, v.start, v.numel) for k, v in g.items()] for g in osd["param_slice_mappings"]]  # noqa: E731
+            check(sizes(mo) == sizes(ro), f"{name} {o}: fp32 partitions of {sizes(mo)} elements, the real ones {sizes(ro)}")
+            check(frags(mo) == frags(ro), f"{name} {o}: param_slice_mappings {frags(mo)}, the real ones {frags(ro)}")
+            for k in ("group_paddings", "partition_count"):
+                check(mo.get(k) == ro.get(k), f"{name} {o}: {k} {mo.get(k)!r}, the real one {ro.get(k)!r}")
+
+
+def started_from_scratch(what, run):
+    text = "\n".join(run.logs)
+    check("will not load any checkpoints and will start from random" in text,
+          f"{what}: no 'start from random' warning for the missing --load folder")
+
+
+# Precisions beside fp32: (extra flags, DeepSpeed config arguments, tolerance). bf16 runs with ZeRO stage 1 and
+# fp32 gradient accumulation (DeepSpeed 0.19.8 cannot resume its own bf16 ZeRO-0 checkpoints on CPU).
+PRECISIONS = {
+    "fp32": ([], {}, 1e-5),
+    # Half precision: the two programs round their bf16 / fp16 kernels differently (seen over iterations 11..20:
+    # bf16 grad norms up to 1.6e-4 relative apart at PP=1 / TP=2 and 3.8e-4 at PP=2, losses 2.3e-5; fp16 grad
+    # norms 3.3e-5); the issue sets no half-precision tolerance yet.
+    "bf16": (["--bf16"], {"bf16": True, "data_types": {"grad_accum_dtype": "fp32"}}, 1e-3),
+    "fp16": (["--fp16"], {"fp16": True}, 1e-4),
+}
+
+
+def cross_resume(tree, tmp, data, vocab, merges, name, ds):
+    precision, _, config = name.rpartition("-")
+    precision = precision or "fp32"
+    tp, pp = CONFIGS[config]
+    extra, ds_extra, tol = PRECISIONS[precision]
+    if ds_extra:
+        ds = bmd_harness.ds_config(micro_batch_size=2, global_batch_size=4, zero_stage=1, clip=1.0, **ds_extra)
+    pflags = lambda *a: flags(*a) + extra  # noqa: E731
+
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    its = list(range(11, 21))
+
+    # The real program first (no checkpoint folder yet), then both resume its checkpoint.
+    ck = os.path.join(d, "real")
+    r1 = tree.run(pflags(data, vocab, merges, ck, tp, pp), nproc=2, ds_config=ds, name=name + "-real1", timeout=400)
+    if not check(r1.ok, f"{name}: real first launch failed (rc {r1.returncode})\n{r1.tail()}"):
+        return
+    started_from_scratch(name + " real first launch", r1)
+    copy(ck, ck + "-own")
+    copy(ck, ck + "-mds")
+    r2 = tree.run(pflags(data, vocab, merges, ck + "-own", tp, pp), nproc=2, ds_config=ds, name=name + "-real2",
+                  timeout=400)
+    m = run_mds(pflags(data, vocab, merges, ck + "-mds", tp, pp), os.path.join(d, "run-mds-from-real"),
+                name + "-mds-from-real", ds)
+    print(f"{name}: real 10 ({r1.seconds:.1f} s), real resumes ({r2.seconds:.1f} s), mds resumes ({m.seconds:.1f} s)")
+    if check(r2.ok, f"{name}: real resume failed\n{r2.tail()}") and \
+            check(m.ok, f"{name}: mds-train resuming the real checkpoint failed (rc {m.returncode})\n{m.tail()}"):
+        compare(f"{name} mds resumes real", m, r2, its, tol=tol)
+
+    # mds-train first (no checkpoint folder either), then both resume its checkpoint.
+    ck = os.path.join(d, "mds")
+    m1 = run_mds(pflags(data, vocab, merges, ck, tp, pp), os.path.join(d, "run-mds1"), name + "-mds1", ds)
+    if not check(m1.ok, f"{name}: mds-train first launch failed (rc {m1.returncode})\n{m1.tail()}"):
+        return
+    started_from_scratch(name + " mds first launch", m1)
+    copy(ck, ck + "-own")
+    copy(ck, ck + "-real")
+    m2 = run_mds(pflags(data, vocab, merges, ck + "-own", tp, pp), os.path.join(d, "run-mds2"), name + "-mds2", ds)
+    r = tree.run(pflags(data, vocab, merges, ck + "-real", tp, pp), nproc=2, ds_config=ds, name=name + "-real-from-mds",
+                 timeout=400)
+    compare_checkpoints(name, os.path.join(d, "real"), ck, tp, pp)
+    print(f"{name}: mds 10 ({m1.seconds:.1f} s), mds resumes ({m2.seconds:.1f} s), real resumes ({r.seconds:.1f} s)")
+    if check(m2.ok, f"{name}: mds-train resume failed\n{m2.tail()}") and \
+            check(r.ok, f"{name}: the real program resuming the mds-train checkpoint failed (rc {r.returncode})\n"
+                        f"{r.tail()}"):
+        compare(f"{name} real resumes mds", r, m2, its, tol=tol)
+
+
+def grad_norm(tree, tmp, ds):
+    """The grad norm on the GPT-2 vocabulary (50257 -> 50304 padded x 64 = 3.2M-element embedding)."""
+    if not os.path.isfile(os.path.join(GPT2, "encoder.json")) or not os.path.isfile(SAMPLE):
+        print(f"gnorm: skipped ({GPT2} or {SAMPLE} missing)")
+        return
+    d = os.path.join(tmp, "gnorm")
+    os.makedirs(d)
+    vocab, merges = os.path.join(GPT2, "encoder.json"), os.path.join(GPT2, "vocab.bpe")
+    subprocess.run([os.path.join(BIN, "mds-preprocess"), "--input", SAMPLE, "--output-prefix", os.path.join(d, "data"),
+                    "--vocab-file", vocab, "--merge-file", merges, "--append-eod", "--workers", "2", "--quiet"],
+                   check=True)
+    data = os.path.join(d, "data_text_document")
+    ck = os.path.join(d, "real")
+    f = lambda c: flags(data, vocab, merges, c, 1, 1, train_iters=4, exit_interval=2)  # noqa: E731
+    r1 = tree.run(f(ck), nproc=2, ds_config=ds, name="gnorm-real1", timeout=400)
+    if not check(r1.ok, f"gnorm: real first launch failed\n{r1.tail()}"):
+        return
+    copy(ck, ck + "-mds")
+    r2 = tree.run(f(ck), nproc=2, ds_config=ds, name="gnorm-real2", timeout=400)
+    m = run_mds(f(ck + "-mds"), os.path.join(d, "run-mds"), "gnorm-mds", ds)
+    print(f"gnorm: real 2 ({r1.seconds:.1f} s), real resumes ({r2.seconds:.1f} s), mds resumes ({m.seconds:.1f} s)")
+    if not (check(r2.ok, f"gnorm: real resume failed\n{r2.tail()}") and
+            check(m.ok, f"gnorm: mds-train resume failed\n{m.tail()}")):
+        return
+    tb = {it["iteration"]: it.get("grad norm") for it in m.iterations}
+    for it in r2.iterations:
+        i, want = it["iteration"], it.get("grad norm")
+        got = tb.get(i)
+        if check(got is not None and want is not None, f"gnorm: iteration {i}: mds {got!r}, DeepSpeed {want!r}"):
+            print(f"  gnorm {i}: DeepSpeed {want!r} mds {got!r} relative {rel(got, want):.2e}")
+            check(rel(got, want) <= 1e-6, f"gnorm: iteration {i}: mds {got!r}, DeepSpeed {want!r} "
+                                          f"(relative {rel(got, want):.2e} > 1e-6)")
+    compare("gnorm mds resumes real", m, r2, [3, 4], keys=("lm loss",))
+
+
+DEFAULT = list(CONFIGS) + ["gnorm", "bf16-pp2", "fp16-tp2"]  # any "<fp32|bf16|fp16>-<pp1|pp2|tp2>" by name
+
+
+def main():
+    names = sys.argv[1:] or DEFAULT
+    tmp = tempfile.mkdtemp(prefix="bmd-resume-")
+    started = time.time()
+    build_dir = os.environ.get("MDS_BUILD_DIR")
+    cache = os.path.join(build_dir, "crosscheck-cache") if build_dir else None
+    data, vocab, merges = tiny_dataset.make(tmp, BIN, SOURCE, 512)
+    tree = bmd_harness.BmdTree(os.path.join(tmp, "bmd"), source_dir=SOURCE, cache_dir=cache)
+    ds = bmd_harness.ds_config(micro_batch_size=2, global_batch_size=4, zero_stage=1, clip=1.0)
+    for name in names:
+        if name == "gnorm":
+            grad_norm(tree, tmp, ds)
+        else:
+            cross_resume(tree, tmp, data, vocab, merges, name, ds)
+    print(f"total {time.time() - started:.1f} s")
+    if failures:
+        print(f"{len(failures)} failure(s); the runs are kept in {tmp}")
+        sys.exit(1)
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

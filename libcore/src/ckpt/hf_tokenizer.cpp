@@ -31,13 +31,6 @@ bool is_folder(const fs::path& p) {
     return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-std::string in_quotes(const std::string& s) {
-    std::string q = "'";
-    q += printable(s, 200);
-    q += '\'';
-    return q;
-}
-
 nlohmann::json read_json(const std::string& path) {
     const std::string text = read_file(path, kMaxTokenizerFileBytes, "tokenizer file");
     check_json_depth(text, printable(path, 200));

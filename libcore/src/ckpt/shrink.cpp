@@ -27,13 +27,6 @@ bool ends_with(const std::string& s, const std::string& e) {
 bool is_optimizer_file(const std::string& name) { return ends_with(name, "optim_states.pt"); }
 bool is_mp_rank_file(const std::string& name) { return starts_with(name, "mp_rank_") && ends_with(name, "_model_states.pt"); }
 
-std::string in_quotes(const std::string& path) {
-    std::string q = "'";
-    q += printable(path, 200);
-    q += '\'';
-    return q;
-}
-
 // Reports the bytes copied so far to the caller's progress callback.
 struct Tally {
     const ShrinkOptions& options;

@@ -145,13 +145,6 @@ void copy_file(const std::string& from, const std::string& to) {
     out.commit();
 }
 
-std::string in_quotes(const std::string& path) {
-    std::string q = "'";
-    q += printable(path, 200);
-    q += '\'';
-    return q;
-}
-
 // What may stand at the output's place: nothing, or with --overwrite an earlier export (a folder
 // holding config.json, or an empty one). A file, a symbolic link or any other folder is refused:
 // `mds-ckpt-to-hf ckpt ~ --overwrite` must not empty a home folder.

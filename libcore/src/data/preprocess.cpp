@@ -19,7 +19,7 @@
 #include "mds/util/error.h"
 #include "mds/util/json_line.h"
 #include "mds/util/line_reader.h"
-#include "mds/util/safe_paths.h"  // printable, system_error_message
+#include "mds/util/safe_paths.h"  // in_quotes, system_error_message
 #include "mds/util/tool.h"        // print_warning
 
 namespace mds::data {
@@ -32,19 +32,13 @@ void check_output_prefix(const std::string& output_prefix) {
     // As preprocess_data.py, the folder is not created: a typo should not leave a new folder.
     const auto slash = output_prefix.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : output_prefix.substr(0, slash);
-    const auto quoted = [](const std::string& s) {
-        std::string q = "'";
-        q += printable(s, 200);
-        q += '\'';
-        return q;
-    };
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0)
-        throw Error(system_error_message("--output-prefix " + quoted(output_prefix) + ": cannot use its folder", dir, errno));
+        throw Error(system_error_message("--output-prefix " + in_quotes(output_prefix) + ": cannot use its folder", dir, errno));
     if (!S_ISDIR(st.st_mode))
-        throw Error("--output-prefix " + quoted(output_prefix) + ": " + quoted(dir) + " is not a folder");
+        throw Error("--output-prefix " + in_quotes(output_prefix) + ": " + in_quotes(dir) + " is not a folder");
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        throw Error(system_error_message("--output-prefix " + quoted(output_prefix) + ": cannot write into its folder",
+        throw Error(system_error_message("--output-prefix " + in_quotes(output_prefix) + ": cannot write into its folder",
                                          dir, errno));
     // Probes that a file can be made there, and removes the temporaries of runs that were killed.
     for (const auto& name : prepare_output_dir(dir, "--output-prefix folder"))

@@ -92,6 +92,14 @@ std::string checked_entry_name(std::string_view name, const std::string& source)
     return std::string(name);
 }
 
+std::string in_quotes(std::string_view s) {
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on "'" + s + "'".
+    std::string q = "'";
+    q += printable(s, 200);
+    q += '\'';
+    return q;
+}
+
 bool paths_overlap(const std::string& a, const std::string& b) {
     const auto ra = resolved(a), rb = resolved(b);
     return is_prefix(ra, rb) || is_prefix(rb, ra);
@@ -99,20 +107,13 @@ bool paths_overlap(const std::string& a, const std::string& b) {
 
 void refuse_overlap(const std::string& a, const std::string& what_a, const std::string& b, const std::string& what_b) {
     const auto ra = resolved(a), rb = resolved(b);
-    // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on "'" + s + "'".
-    const auto quote = [](const std::string& p) {
-        std::string q = "'";
-        q += printable(p, 200);
-        q += '\'';
-        return q;
-    };
     if (ra == rb)
-        throw UsageError(what_a + " " + quote(a) + " and " + what_b + " " + quote(b) +
+        throw UsageError(what_a + " " + in_quotes(a) + " and " + what_b + " " + in_quotes(b) +
                          " are the same folder; write to another folder");
     if (is_prefix(ra, rb))
-        throw UsageError(what_b + " " + quote(b) + " lies inside " + what_a + " " + quote(a) + "; write outside it");
+        throw UsageError(what_b + " " + in_quotes(b) + " lies inside " + what_a + " " + in_quotes(a) + "; write outside it");
     if (is_prefix(rb, ra))
-        throw UsageError(what_a + " " + quote(a) + " lies inside " + what_b + " " + quote(b) + "; write elsewhere");
+        throw UsageError(what_a + " " + in_quotes(a) + " lies inside " + what_b + " " + in_quotes(b) + "; write elsewhere");
 }
 
 std::string temp_path_for(const std::string& final_path) {

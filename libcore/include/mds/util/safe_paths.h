@@ -16,6 +16,9 @@ namespace mds {
 // with "..." appended. For echoing file contents and names in messages.
 std::string printable(std::string_view s, std::size_t max_chars = 80);
 
+// printable(s, 200) in single quotes: how messages show a path or name that came from outside.
+std::string in_quotes(std::string_view s);
+
 // A folder entry name read from `source` (for example a tag in a `latest` file): not empty, at
 // most 255 bytes, no '/', no NUL or other control byte, not "." or "..". Returns it; otherwise an
 // mds::Error naming `source` and showing the offending text with printable().

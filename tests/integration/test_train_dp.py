@@ -4,7 +4,8 @@
     the same data as one process: the same lm loss, grad norm and params norm every iteration and the same
     validation losses, to fp32 tolerance, with the optimizer states partitioned (ZeRO-1, 3 ranks: uneven, padded
     partitions); only the last rank prints iteration lines (Megatron's print_rank_last);
-  - ZeRO stage 0 (replicated states) and stage 1 give identical lines, in fp32 and in bf16; bf16 on 2 processes
+  - ZeRO stage 0 (replicated states in fp32; bf16 partitions them as DeepSpeed's BF16_Optimizer) and stage 1 give
+    identical lines, in fp32 and in bf16; bf16 on 2 processes
     stays within 1e-3 of one process;
   - a one-process checkpoint (iteration 10) resumed on 2 processes (every rank loads it, each keeps its ZeRO-1
     partition of the optimizer states) continues exactly as the one-process resume and the uninterrupted run;

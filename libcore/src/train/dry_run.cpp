@@ -285,7 +285,9 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
 
     // Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020 §3.1, K = 12 for mixed-precision
     // Adam): 16-bit weights and gradients, fp32 master weights, momentum and variance; in fp32 the
-    // weights are the master copy. ZeRO-1 partitions the optimizer states over data parallelism.
+    // weights are the master copy. ZeRO-1 partitions the optimizer states over data parallelism,
+    // and so does DeepSpeed's BF16_Optimizer, which bf16 gets at ZeRO stage 0 (each rank keeps the
+    // fp32 master and Adam moments of its 1/DP share of each flat group: bf16_optimizer.py).
     // DeepSpeed's fp32 gradient partition of its ZeRO optimizer and the bf16 optimizer's fp32
     // gradient accumulation buffer are not counted (tr1-13B's README counts 4-byte gradients: 18
     // bytes per parameter in all, before ZeRO).
@@ -293,7 +295,8 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     r.weight_bytes_per_parameter = mixed ? 2 : 4;
     r.gradient_bytes_per_parameter = mixed ? 2 : 4;
     r.optimizer_bytes_per_parameter = mixed ? 12 : 8;
-    const std::int64_t optimizer_partitions = r.zero_stage == 1 ? dp : 1;
+    r.optimizer_partitions = r.zero_stage == 1 || o.bf16 ? dp : 1;
+    const std::int64_t optimizer_partitions = r.optimizer_partitions;
 
     // Pipeline stages as DeepSpeed cuts Megatron-DeepSpeed's GPTModelPipe with --pp-partition-method
     // ('type:transformer' by default): the first stage holds the embedding module (word and position
@@ -437,7 +440,8 @@ std::string format_dry_run(const DryRunReport& r) {
         << (r.stages.size() > 1 ? " (" + big.name + " stage)" : std::string()) << "\n";
     out << "  bytes per parameter: weights " << r.weight_bytes_per_parameter << ", gradients "
         << r.gradient_bytes_per_parameter << ", optimizer " << r.optimizer_bytes_per_parameter;
-    if (r.zero_stage == 1) out << " / DP " << r.data_parallel_size << " (ZeRO-1)";
+    if (r.optimizer_partitions > 1)
+        out << " / DP " << r.data_parallel_size << (r.zero_stage == 1 ? " (ZeRO-1)" : " (BF16 optimizer)");
     out << "\n";
     out << "  activations (Korthikanti et al. 2022): " << (r.checkpoint_activations ? "full recomputation, " : "")
         << r.stages.front().in_flight_micro_batches << " micro batch"
@@ -498,6 +502,7 @@ nlohmann::json dry_run_json(const DryRunReport& r) {
           {"pipeline_bubble", r.pipeline_bubble},
           {"precision", r.precision},
           {"zero_stage", r.zero_stage},
+          {"optimizer_partitions", r.optimizer_partitions},
           {"checkpoint_activations", r.checkpoint_activations},
           {"checkpoint_num_layers", r.checkpoint_num_layers},
           {"attention_scores_materialized", r.attention_scores_materialized}}},

@@ -281,7 +281,11 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
 
     optim::LrSchedule schedule(optim::lr_schedule_params_from_config(args.optimizer, args.length.train_iters,
                                                                      args.length.train_samples, gbs));
-    AdamOptimizer optimizer(model.parameters(), args.optimizer, comm && args.parallel.zero_stage == 1 ? comm.get() : nullptr);
+    // ZeRO stage 1 partitions the optimizer states over data parallelism; so does DeepSpeed's
+    // BF16_Optimizer, which bf16 runs get at ZeRO stage 0 ("it implements its own zero stage 1
+    // equivalent", tr11-176B-ml's ds_config).
+    const bool partition_states = args.parallel.zero_stage == 1 || args.optimizer.bf16;
+    AdamOptimizer optimizer(model.parameters(), args.optimizer, comm && partition_states ? comm.get() : nullptr);
     if (tp_size > 1 || pp_size > 1) {
         Communicator* c = comm.get();
         std::function<double(double)> tp_sum, pp_sum;
@@ -290,7 +294,8 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         optimizer.set_model_parallel_sums(tp_sum, pp_sum);
     }
     if (optimizer.partitioned())
-        info("ZeRO stage 1: each rank holds the optimizer states of about " + std::to_string(optimizer.state_elements()) +
+        info(std::string(args.parallel.zero_stage == 1 ? "ZeRO stage 1" : "BF16 optimizer") +
+             ": each rank holds the optimizer states of about " + std::to_string(optimizer.state_elements()) +
              " of " + std::to_string(model.parameter_count()) + " parameters");
     // BMD's --sync-tp-duplicated-parameters (MixedFusedLayerNorm's layernorm_tp_auto_sync): the
     // LayerNorm weights and biases, of which every tensor-parallel rank holds a copy, averaged over

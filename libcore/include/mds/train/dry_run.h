@@ -87,6 +87,9 @@ struct DryRunReport {
     double pipeline_bubble = 0.0;
     std::string precision;                           // "fp16", "bf16" or "fp32"
     std::int64_t zero_stage = 0;
+    // Data-parallel ranks the optimizer states are partitioned over: DP under ZeRO stage 1 and under
+    // DeepSpeed's BF16_Optimizer (bf16 at ZeRO stage 0), else 1.
+    std::int64_t optimizer_partitions = 1;
     bool checkpoint_activations = false;
     std::int64_t checkpoint_num_layers = 1;
     bool attention_scores_materialized = true;

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
         app.add_option("DST", dst, "Output folder (with --all or several --tag: one subfolder per tag)")->required();
         app.add_option("--tag", tags, "Tag of SRC to convert, e.g. global_step1000 (repeatable; default: the one `latest` names)");
         app.add_flag("--all", all, "Convert every global_step* folder of SRC into DST/<tag>");
-        app.add_option("--model-type", model_type, "auto (BLOOM for ALiBi + embedding LayerNorm, else GPT2), gpt2 or bloom")
+        app.add_option("--model-type", model_type, "auto (BLOOM for ALiBi, else GPT2; with an embedding LayerNorm, GPT2 with an untied lm_head), gpt2 or bloom")
             ->check(CLI::IsMember({"auto", "gpt2", "bloom"}));
         app.add_option("--max-shard-size", max_shard, "Largest safetensors file, e.g. 5GB, 500MB, 2GiB (default 5GB)");
         app.add_option("--vocab-file", opt.vocab_file,

@@ -18,77 +18,6 @@ bool ends_with(const std::string& s, const char* e) {
     return s.size() >= n && s.compare(s.size() - n, n, e) == 0;
 }
 
-float half_to_float(std::uint16_t h) {
-    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-    std::uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else {  // subnormal: normalise
-        exp = 113;
-        while (!(man & 0x400u)) {
-            man <<= 1;
-            --exp;
-        }
-        bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
-    }
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
-std::uint16_t float_to_half(float f) {  // round to nearest even
-    std::uint32_t x;
-    std::memcpy(&x, &f, 4);
-    const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
-    const std::uint32_t abs = x & 0x7fffffffu;
-    if (abs >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
-    if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow to inf
-    if (abs < 0x38800000u) {  // subnormal or zero
-        const float scaled = std::abs(f) * 16777216.0f;  // 2^24: units of the smallest subnormal
-        std::uint32_t m = static_cast<std::uint32_t>(scaled);
-        const float rest = scaled - static_cast<float>(m);
-        if (rest > 0.5f || (rest == 0.5f && (m & 1u))) ++m;
-        return static_cast<std::uint16_t>(sign | m);
-    }
-    const std::uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
-    return static_cast<std::uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
-}
-
-float load(DType t, const std::byte* p) {
-    if (t == DType::F32) {
-        float f;
-        std::memcpy(&f, p, 4);
-        return f;
-    }
-    std::uint16_t h;
-    std::memcpy(&h, p, 2);
-    if (t == DType::F16) return half_to_float(h);
-    const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
-void store(DType t, float f, std::byte* p) {
-    if (t == DType::F32) {
-        std::memcpy(p, &f, 4);
-        return;
-    }
-    std::uint16_t h;
-    if (t == DType::F16) {
-        h = float_to_half(f);
-    } else {
-        std::uint32_t x;
-        std::memcpy(&x, &f, 4);
-        h = (x & 0x7fffffffu) > 0x7f800000u ? static_cast<std::uint16_t>((x >> 16) | 0x40u)
-                                           : static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-    }
-    std::memcpy(p, &h, 2);
-}
 
 }  // namespace
 
@@ -228,9 +157,9 @@ GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
         std::vector<float> sum(static_cast<std::size_t>(numel), 0.0f);
         for (std::size_t r = 0; r < t; ++r) {
             const auto bytes = shard(r, name).gather();
-            for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += load(g.dtype, bytes.data() + i * esize);
+            for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += load_float(g.dtype, bytes.data() + i * esize);
         }
-        for (std::size_t i = 0; i < sum.size(); ++i) store(g.dtype, sum[i] / static_cast<float>(t), g.data.data() + i * esize);
+        for (std::size_t i = 0; i < sum.size(); ++i) store_float(g.dtype, sum[i] / static_cast<float>(t), g.data.data() + i * esize);
         return g;
     }
     // Concatenation: dim 0 appends whole row blocks; dim 1 interleaves each row's pieces.

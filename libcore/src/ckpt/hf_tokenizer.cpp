@@ -8,6 +8,7 @@
 
 #include "mds/util/json_limits.h"
 #include "mds/util/error.h"
+#include "mds/util/hf_cache.h"
 #include "mds/util/files.h"       // read_file
 #include "mds/util/safe_paths.h"  // printable
 
@@ -122,6 +123,61 @@ std::string join_quoted(const std::vector<std::string>& items) {
     return out;
 }
 
+// The files of a tokenizer folder worth exporting: never a model's weights from a whole snapshot.
+const char* const kTokenizerFileNames[] = {"tokenizer.json",   "tokenizer_config.json", "special_tokens_map.json",
+                                           "added_tokens.json", "vocab.json",            "merges.txt",
+                                           "vocab.txt",         "tokenizer.model",       "spiece.model",
+                                           "sentencepiece.bpe.model"};
+
+// args.tokenizer_name_or_path (BMD: AutoTokenizer.from_pretrained(name)): a local folder (relative
+// to where the training ran, like the args' vocabulary files) or the Hub name's cached snapshot.
+TokenizerFiles hub_tokenizer(const DsCheckpoint& ck, const std::string& name, const std::function<void(const std::string&)>& note) {
+    TokenizerFiles t;
+    auto r = hf_cache::resolve_name(name);
+    std::string found_as;
+    if (r.kind == hf_cache::Resolved::Kind::NotFound && !fs::path(name).is_absolute()) {
+        std::vector<std::string> tried;
+        std::string base;
+        if (const auto f = locate(name + "/tokenizer.json", ck, tried, base)) {
+            r.kind = hf_cache::Resolved::Kind::Folder;
+            r.path = f->parent_path().string();
+            found_as = " found as " + in_quotes(r.path) + (base.empty() ? std::string() : " (relative to " + printable(base, 200) + ")");
+        }
+    }
+    switch (r.kind) {
+    case hf_cache::Resolved::Kind::NotFound: {
+        std::string m = "the checkpoint's tokenizer (args.tokenizer_name_or_path " + in_quotes(name) + ") was not found: searched " +
+                        r.searched + ". Pass --tokenizer-dir (a folder with tokenizer.json) or --vocab-file/--merge-file, "
+                        "or --no-tokenizer to export the weights alone; ";
+        m += hf_cache::how_to_get(name);
+        throw Error(m);
+    }
+    case hf_cache::Resolved::Kind::File:
+        throw Error("args.tokenizer_name_or_path " + in_quotes(name) + " is a file, not a tokenizer folder; pass --tokenizer-dir (a "
+                    "folder with tokenizer.json) or --no-tokenizer");
+    case hf_cache::Resolved::Kind::Folder:
+    case hf_cache::Resolved::Kind::CacheSnapshot: break;
+    }
+    t.kind = TokenizerFiles::Kind::Folder;
+    t.folder = r.path;
+    for (const char* f : kTokenizerFileNames)
+        if (is_regular(fs::path(r.path) / f)) t.files.emplace_back(f);
+    if (t.files.empty())
+        throw Error("the checkpoint's tokenizer (args.tokenizer_name_or_path " + in_quotes(name) + ") resolves to " + in_quotes(r.path) +
+                    ", which holds no tokenizer files (tokenizer.json, vocab.json, ...); pass --tokenizer-dir or --no-tokenizer");
+    const fs::path dir = r.path;
+    if (is_regular(dir / "tokenizer.json")) {
+        read_tokenizer_json((dir / "tokenizer.json").string(), t);
+    } else if (is_regular(dir / "vocab.json")) {
+        t.vocab = (dir / "vocab.json").string();
+        read_gpt2_vocab(t);
+        t.vocab.clear();
+    }
+    note("tokenizer: args.tokenizer_name_or_path " + in_quotes(name) +
+         (r.kind == hf_cache::Resolved::Kind::CacheSnapshot ? " from the Hugging Face cache: " + in_quotes(r.path) : found_as));
+    return t;
+}
+
 }  // namespace
 
 TokenizerFiles find_tokenizer(const DsCheckpoint& ck, const ToHfOptions& options, const std::function<void(const std::string&)>& note) {
@@ -181,9 +237,10 @@ TokenizerFiles find_tokenizer(const DsCheckpoint& ck, const ToHfOptions& options
     if (!t.vocab.empty() || !t.merges.empty())
         throw Error(std::string("a GPT-2 tokenizer needs both files: ") + (t.vocab.empty() ? "--vocab-file" : "--merge-file") +
                     " is missing (the checkpoint's args do not name it); or pass --no-tokenizer to export the weights alone");
-    // The checkpoint names no files (an HF tokenizer by name, or none): say so, once, loudly.
-    std::string which;
     const std::string type = str_arg(ck, "tokenizer_type"), name = str_arg(ck, "tokenizer_name_or_path");
+    if (!name.empty() && (type.empty() || type == "PretrainedFromHF")) return hub_tokenizer(ck, name, note);
+    // The checkpoint names no files (nor a tokenizer by name): say so, once, loudly.
+    std::string which;
     if (!type.empty()) which += " (args.tokenizer_type " + in_quotes(type);
     if (!name.empty()) which += (which.empty() ? " (" : ", ") + std::string("args.tokenizer_name_or_path ") + in_quotes(name);
     if (!which.empty()) which += ")";

@@ -18,7 +18,8 @@ namespace mds::ckpt::hf_detail {
 
 struct TokenizerFiles {
     enum class Kind { None, Folder, Gpt2Bpe } kind = Kind::None;
-    std::string folder;                  // Folder: every regular file of it is copied
+    std::string folder;                  // Folder: every regular file of it is copied, or only `files`
+    std::vector<std::string> files;      // Folder: when not empty, the only file names copied (a cache snapshot)
     std::string vocab, merges;           // Gpt2Bpe: vocab.json and merges.txt
     std::optional<std::int64_t> eos_id;  // Gpt2Bpe: the id of <|endoftext|> when the vocabulary has it
     std::int64_t max_id = -1;            // the largest token id found (-1: unknown)
@@ -27,9 +28,11 @@ struct TokenizerFiles {
 };
 
 // Decides the tokenizer files (options.tokenizer_dir, options.vocab_file / merge_file, else the
-// checkpoint's args resolved as described above) and reads their ids. Errors: a named file or
-// folder missing; args naming files that exist nowhere (unless options.no_tokenizer), with the
-// paths tried and the flags to pass. Notes (which file was used, why none is written) go to `note`.
+// checkpoint's args resolved as described above; args.tokenizer_name_or_path of a PretrainedFromHF
+// checkpoint as mds-train finds it: a local folder, else the Hub name's snapshot in the local
+// Hugging Face cache, mds/util/hf_cache.h) and reads their ids. Errors: a named file or folder
+// missing; args naming files or a tokenizer that exist nowhere (unless options.no_tokenizer), with
+// the paths tried and the flags to pass. Notes (which file was used, why none is written) go to `note`.
 TokenizerFiles find_tokenizer(const DsCheckpoint& ck, const ToHfOptions& options, const std::function<void(const std::string&)>& note);
 
 // Refuses a tokenizer whose ids reach past `embedding_rows`, naming both numbers.

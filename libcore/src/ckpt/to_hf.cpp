@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -22,7 +23,13 @@ namespace mds::ckpt {
 namespace fs = std::filesystem;
 namespace {
 
-enum class Transform { None, Transpose, QkvReorder, QkvReorderTranspose };
+// EmbedNorm: the word embedding with Megatron-DeepSpeed's --embed-layernorm applied to every row
+// (LayerNorm(word_embeddings.weight[token]) is a function of the token alone; see convert_to_hf).
+enum class Transform { None, Transpose, QkvReorder, QkvReorderTranspose, EmbedNorm };
+
+// BMD's embedding LayerNorm is MixedFusedLayerNorm(hidden) at its default eps, whatever
+// --layernorm-epsilon says (megatron/mpu/layers.py, VocabParallelEmbedding).
+constexpr double kEmbedLayerNormEps = 1e-5;
 
 struct Entry {
     std::string hf_name;
@@ -71,6 +78,36 @@ std::vector<std::byte> qkv_to_gpt2(const std::vector<std::byte>& in, std::int64_
                 std::memcpy(out.data() + static_cast<std::size_t>((c * n + head) * d + e) * row_bytes,
                             in.data() + static_cast<std::size_t>((head * 3 + c) * d + e) * row_bytes, row_bytes);
     return out;
+}
+
+// Each row of `table` [rows, h] through LayerNorm(weight, bias, eps), in double, rounded to the
+// table's dtype: what Megatron's fused LayerNorm (fp32 statistics, output in the input's dtype)
+// computes for that token at every position.
+void layer_norm_rows(GlobalTensor& table, const GlobalTensor& weight, const GlobalTensor& bias,
+                     const std::string& where) {
+    if (table.shape.size() != 2 || weight.shape.size() != 1 || bias.shape.size() != 1 || weight.shape[0] != table.shape[1] ||
+        bias.shape[0] != table.shape[1])
+        throw Error(where + ": word_embeddings.norm.weight / bias do not match the embedding's width");
+    const std::int64_t rows = table.shape[0], h = table.shape[1];
+    const std::size_t es = dtype_size(table.dtype), ws = dtype_size(weight.dtype), bs = dtype_size(bias.dtype);
+    std::vector<double> w(static_cast<std::size_t>(h)), b(static_cast<std::size_t>(h)), x(static_cast<std::size_t>(h));
+    for (std::int64_t j = 0; j < h; ++j) {
+        w[static_cast<std::size_t>(j)] = load_float(weight.dtype, weight.data.data() + static_cast<std::size_t>(j) * ws);
+        b[static_cast<std::size_t>(j)] = load_float(bias.dtype, bias.data.data() + static_cast<std::size_t>(j) * bs);
+    }
+    for (std::int64_t i = 0; i < rows; ++i) {
+        std::byte* row = table.data.data() + static_cast<std::size_t>(i * h) * es;
+        double mean = 0;
+        for (std::int64_t j = 0; j < h; ++j) mean += x[static_cast<std::size_t>(j)] = load_float(table.dtype, row + static_cast<std::size_t>(j) * es);
+        mean /= static_cast<double>(h);
+        double var = 0;
+        for (double v : x) var += (v - mean) * (v - mean);
+        const double inv = 1.0 / std::sqrt(var / static_cast<double>(h) + kEmbedLayerNormEps);
+        for (std::int64_t j = 0; j < h; ++j) {
+            const auto k = static_cast<std::size_t>(j);
+            store_float(table.dtype, static_cast<float>((x[k] - mean) * inv * w[k] + b[k]), row + k * es);
+        }
+    }
 }
 
 const char* torch_dtype_name(DType t) {
@@ -210,12 +247,18 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
     if (bloom && (pos != "alibi" || !embed_ln || f != 4 * h))
         throw Error(where + ": BLOOM needs ALiBi, the embedding LayerNorm and ffn_hidden_size = 4 × hidden_size (position "
                     "embeddings: " + pos + ", embed_layernorm " + (embed_ln ? "on" : "off") + ", ffn " + std::to_string(f) + ")");
-    if (!bloom && (pos != "absolute" || embed_ln))
-        throw Error(where + ": GPT2 needs absolute position embeddings and no embedding LayerNorm (position embeddings: " + pos +
-                    ", embed_layernorm " + (embed_ln ? "on" : "off") + "); try --model-type bloom");
+    if (!bloom && pos != "absolute")
+        throw Error(where + ": GPT2 needs learned absolute position embeddings, the checkpoint has " + pos +
+                    (pos == "alibi" && embed_ln ? std::string(" (use --model-type bloom)") : std::string(" (no GPT2 or BLOOM equivalent)")));
+    // GPT with absolute positions AND --embed-layernorm (tr8-104B): Megatron-DeepSpeed normalises the
+    // word embedding alone, before the position embedding is added (VocabParallelEmbedding.forward),
+    // so LayerNorm(W[token]) depends on the token only: GPT2's wte holds the normalised rows and an
+    // untied lm_head holds W itself, which the output layer multiplies by (tied in Megatron).
+    const bool fold_embed_ln = !bloom && embed_ln;
 
     // The tensors to write, in order, with their output shapes (from the shards' headers).
     std::vector<Entry> entries;
+    std::optional<Entry> lm_head;  // fold_embed_ln: the untied output layer, written last
     for (std::size_t i = 0; i < layers.size(); ++i) {
         const auto layer = ck.open_layer(layers[i]);
         for (const auto& name : layer.names()) {
@@ -225,7 +268,15 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
             e.dtype = layer.dtype(name);
             e.shape = layer.shape(name);
             if (i == 0) {
+                if (fold_embed_ln && (name == "word_embeddings.norm.weight" || name == "word_embeddings.norm.bias")) continue;  // folded
                 if (name == "word_embeddings.weight") e.hf_name = bloom ? "transformer.word_embeddings.weight" : "transformer.wte.weight";
+                if (fold_embed_ln && name == "word_embeddings.weight") {
+                    e.transform = Transform::EmbedNorm;
+                    Entry head = e;
+                    head.hf_name = "lm_head.weight";
+                    head.transform = Transform::None;
+                    lm_head = head;
+                }
                 else if (bloom && name == "word_embeddings.norm.weight") e.hf_name = "transformer.word_embeddings_layernorm.weight";
                 else if (bloom && name == "word_embeddings.norm.bias") e.hf_name = "transformer.word_embeddings_layernorm.bias";
                 else if (!bloom && name == "position_embeddings.weight") e.hf_name = "transformer.wpe.weight";
@@ -248,6 +299,17 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
             }
             entries.push_back(std::move(e));
         }
+    }
+    if (fold_embed_ln) {
+        if (!lm_head) throw Error(ck.layer_file(layers.front(), 0) + ": no word_embeddings.weight (expected the embedding in the first layer file)");
+        const auto l0 = ck.open_layer(layers.front());
+        const auto names = l0.names();
+        for (const char* norm : {"word_embeddings.norm.weight", "word_embeddings.norm.bias"})
+            if (std::find(names.begin(), names.end(), norm) == names.end())
+                throw Error(ck.layer_file(layers.front(), 0) + ": args.embed_layernorm is on but " + in_quotes(norm) + " is missing");
+        entries.push_back(*lm_head);
+        note("the embedding LayerNorm (--embed-layernorm) is folded into transformer.wte.weight; lm_head.weight holds the "
+             "unnormalised embedding (config.json: tie_word_embeddings false)");
     }
     if (entries.empty()) throw Error(where + ": no tensors");
     const DType dtype = entries.front().dtype;
@@ -317,6 +379,9 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
                 }
                 auto g = open->merge(e.name);
                 const std::size_t esize = dtype_size(g.dtype);
+                if (e.transform == Transform::EmbedNorm)
+                    layer_norm_rows(g, open->merge("word_embeddings.norm.weight"), open->merge("word_embeddings.norm.bias"),
+                                    ck.layer_file(e.layer, 0));
                 if (e.transform == Transform::QkvReorder || e.transform == Transform::QkvReorderTranspose) {
                     if (g.shape[0] != 3 * n * d) throw Error(ck.layer_file(e.layer, 0) + ": " + e.name + " does not have 3 × hidden rows");
                     std::size_t row = esize;
@@ -377,7 +442,7 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
                       {"scale_attn_weights", true},
                       {"bos_token_id", nullptr},
                       {"eos_token_id", nullptr},
-                      {"tie_word_embeddings", true},
+                      {"tie_word_embeddings", !fold_embed_ln},
                       {"use_cache", true},
                       {"torch_dtype", torch_dtype_name(dtype)}};
         }
@@ -389,6 +454,9 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
             for (const auto& e : fs::directory_iterator(tokenizer.folder)) {
                 std::error_code ec;
                 if (!e.is_regular_file(ec)) continue;
+                if (!tokenizer.files.empty() &&
+                    std::find(tokenizer.files.begin(), tokenizer.files.end(), e.path().filename().string()) == tokenizer.files.end())
+                    continue;
                 copy_file(e.path().string(), (tmp / e.path().filename()).string());
                 report.files.push_back(e.path().filename().string());
             }

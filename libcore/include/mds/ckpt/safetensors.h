@@ -21,6 +21,10 @@ const char* dtype_name(DType t);  // "F32", "BF16", ... as safetensors spells th
 std::size_t dtype_size(DType t);
 // Parses a safetensors dtype name; throws mds::Error naming `where` for an unknown one.
 DType parse_dtype(const std::string& name, const std::string& where);
+// One F32, F16 or BF16 element as a float, and a float stored as one (rounded to nearest even, as
+// torch's casts round).
+float load_float(DType t, const std::byte* p);
+void store_float(DType t, float f, std::byte* p);
 
 struct TensorView {
     std::string name;

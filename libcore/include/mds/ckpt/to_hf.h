@@ -16,7 +16,7 @@ namespace mds::ckpt {
 enum class HfModelType { Auto, Gpt2, Bloom };
 
 struct ToHfOptions {
-    HfModelType model_type = HfModelType::Auto;  // Auto: BLOOM for ALiBi + embedding LayerNorm, else GPT2
+    HfModelType model_type = HfModelType::Auto;  // Auto: BLOOM for ALiBi, else GPT2 (with an untied lm_head when the checkpoint has an embedding LayerNorm)
     std::uint64_t max_shard_bytes = 5'000'000'000;  // transformers' default max_shard_size "5GB"
     std::string vocab_file, merge_file;          // GPT-2 BPE files (default: the args', found as hf_tokenizer.h says)
     std::string tokenizer_dir;                   // copied as is instead (e.g. tokenizer.json)

@@ -122,7 +122,7 @@ import csv, glob, os, re, sys
 work = sys.argv[1]
 log = open(os.path.join(work, "train.log")).read()
 losses = [float(x) for x in re.findall(r"\| lm loss: (\S+) \|", log)]
-val = re.findall(r"validation loss at (iteration \d+) \| lm loss value: (\S+) \| lm loss PPL: (\S+)", log)
+val = re.findall(r"valid loss at (iteration \d+) \| lm loss value: (\S+) \| lm loss PPL: (\S+)", log)
 if len(losses) < 10:
     sys.exit("demo: FAIL: mds-train printed too few iteration lines; see train.err")
 print(f"training    lm loss {losses[0]:.3f} at iteration 20 -> {losses[-1]:.3f} at iteration {20 * len(losses)}")

@@ -57,14 +57,17 @@ piece; they are our own code written from the documented behaviour, not copies):
     device_count() = LOCAL_WORLD_SIZE (so Megatron's `rank % device_count == local_rank` holds and it builds
     its model-parallel groups and seeds as on GPUs), set_device / synchronize / empty_cache do nothing,
     current_device() is 'cpu', FloatTensor / LongTensor / IntTensor / HalfTensor / BFloat16Tensor are the CPU
-    legacy constructors, memory counters read 0. The "CUDA" RNG is the CPU default generator:
-    get_rng_state / set_rng_state / manual_seed / default_generators act on it, and
-    megatron.mpu.random._set_cuda_rng_state sets it. On a CPU every random op (init, dropout) draws from that
-    generator, so this is the generator the real program's tracker must fork; checkpoints therefore carry
-    the CPU state (5056 bytes) under cuda_rng_state and in rng_tracker_states, where a GPU run writes the
-    CUDA Philox state (16 bytes). Loading a 16-byte Philox state with offset 0 (torch.cuda.manual_seed(s)'s,
-    which mds-train's CPU runs save) sets the CPU generator to manual_seed(s), the stand-in's equivalent
-    (cpu_generator_state); one with draws behind it (offset > 0) is an error.
+    legacy constructors, memory counters read 0. The "CUDA" RNG is a CPU generator of its own, apart from
+    the CPU default generator as a GPU's is: get_rng_state / set_rng_state / manual_seed / default_generators
+    act on it, megatron.mpu.random._set_cuda_rng_state sets it (so the tracker's fork swaps it), and every
+    dropout of the model draws from it: torch.nn.Dropout.forward and transformer.bias_dropout_add(_fused_train)
+    run with the CPU default generator holding its state (on_device_generator), as dropout on GPU tensors
+    draws from the CUDA generator. What runs on the CPU in a GPU job (the DataLoader's base seed, ...) keeps
+    drawing from the CPU generator, as there. Checkpoints therefore carry a CPU state (5056 bytes) under
+    cuda_rng_state and in rng_tracker_states, where a GPU run writes the CUDA Philox state (16 bytes).
+    Loading a 16-byte Philox state with offset 0 (torch.cuda.manual_seed(s)'s) sets the generator to
+    manual_seed(s), the stand-in's equivalent (cpu_generator_state); one with draws behind it (offset > 0)
+    is an error. (Initialization on "CUDA" tensors draws from the CPU generator: only resumes are compared.)
     torch.Tensor.cuda and torch.nn.Module.cuda return the object itself (on the CPU): Megatron calls
     `.cuda()` on batches and buffers.
   - torch._six (removed from torch): inf = math.inf, string_classes = (str, bytes), container_abcs =
@@ -80,6 +83,11 @@ piece; they are our own code written from the documented behaviour, not copies):
   - deepspeed.comm.torch.build_shm_op returns None: DeepSpeed's CPU backend would JIT-compile a shared-memory
     all-reduce (C++, ~40 s, into ~/.cache/torch_extensions) used only by inference_all_reduce; training
     collectives go through torch.distributed (Gloo) either way.
+  - Megatron's TensorBoard writer is closed at exit (it never closes it: a run of seconds loses its scalars).
+  - DeepSpeedEngine.save_checkpoint / load_checkpoint of a bf16 engine at ZeRO stage 0 (the BF16_Optimizer): the
+    DeepSpeed BigScience trained with treated its states as a ZeRO checkpoint (bf16_zero_pp_rank_* files and
+    param_shapes, as BLOOM's checkpoints have them); DeepSpeed 0.19 writes those files but loads from another place
+    and cannot resume them. During those two calls zero_optimization() answers True (_bf16_checkpoints_as_zero).
 
 Needs ../shared/third_party (skip with exit 77 when absent: skip_unless_available) and torch, numpy, deepspeed in
 the Python that runs the ranks (MDS_PYTHON or this interpreter).
@@ -98,6 +106,29 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE_NAME = "bigscience-megatron-deepspeed"
+
+# The cross-check tests' verdicts: check() records a failed condition (and prints it at once); a test exits 1 at
+# its end when `failures` is not empty.
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+    return cond
+
+
+def mds_bin_dir(source_dir, tools=("mds-tokenizer-train", "mds-preprocess", "mds-train")):
+    """The folder of mds's binaries (MDS_BIN, else <source>/build/bin) once the reference tree and the Python
+    packages are there (skip_unless_available) and `tools` are built; else the test is skipped (exit 77)."""
+    skip_unless_available(source_dir)
+    bin_dir = os.environ.get("MDS_BIN", os.path.join(source_dir, "build", "bin"))
+    for tool in tools:
+        if not os.path.exists(os.path.join(bin_dir, tool)):
+            print(f"SKIP: {os.path.join(bin_dir, tool)} not built")
+            sys.exit(77)
+    return bin_dir
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -211,7 +242,7 @@ def parse_iteration_lines(text):
     return rows
 
 
-_VALID_RE = re.compile(r"validation loss at (.*?) \| (.*)$")
+_VALID_RE = re.compile(r"(?:validation|\S+) loss at (.*?) \| (.*)$")
 
 
 def parse_validation_lines(text):
@@ -463,6 +494,8 @@ def install_stand_ins():
     sys.modules["apex"].multi_tensor_apply = sys.modules["apex.multi_tensor_apply"]
 
     torch_view = _torch_with_cpu_cuda(torch)
+    # Every dropout module (Megatron's embedding and attention dropout) draws from the "CUDA" generator.
+    torch.nn.Dropout.forward = on_device_generator(torch.nn.Dropout.forward, torch, torch_view.cuda.generator)
 
     class MegatronPatcher(importlib.abc.MetaPathFinder):
         def find_spec(self, fullname, path, target=None):
@@ -481,14 +514,27 @@ def install_stand_ins():
 
     sys.meta_path.insert(0, MegatronPatcher())
 
+    # Megatron never closes its SummaryWriter, which writes its file every 2 minutes (flush_secs): a run of seconds
+    # would leave its scalars unwritten. Closed at exit; the values written are untouched.
+    import atexit
+
+    def close_tensorboard():
+        global_vars = sys.modules.get("megatron.global_vars")
+        writer = getattr(global_vars, "_GLOBAL_TENSORBOARD_WRITER", None) if global_vars else None
+        if writer is not None:
+            writer.close()
+    atexit.register(close_tensorboard)
+
 
 def _torch_with_cpu_cuda(torch):
     """A view of the torch module whose `.cuda` is the CPU stand-in (given to Megatron's modules only)."""
     import types
 
     real_cuda = torch.cuda
+    device_generator = torch.Generator()  # the GPU's default generator: apart from the CPU's, as on a GPU
 
     class CpuCuda(types.ModuleType):
+        generator = device_generator
         FloatTensor = torch.FloatTensor
         DoubleTensor = torch.DoubleTensor
         HalfTensor = torch.HalfTensor
@@ -533,25 +579,25 @@ def _torch_with_cpu_cuda(torch):
 
         @staticmethod
         def get_rng_state(device="cuda"):
-            return torch.get_rng_state()
+            return device_generator.get_state()
 
         @staticmethod
         def set_rng_state(new_state, device="cuda"):
-            torch.set_rng_state(cpu_generator_state(torch, new_state))
+            device_generator.set_state(cpu_generator_state(torch, new_state))
 
         @staticmethod
         def manual_seed(seed):
-            torch.default_generator.manual_seed(int(seed))
+            device_generator.manual_seed(int(seed))
 
         manual_seed_all = manual_seed
 
         @staticmethod
         def initial_seed():
-            return torch.initial_seed()
+            return device_generator.initial_seed()
 
         @property
         def default_generators(self):
-            return (torch.default_generator,) * self.device_count()
+            return (device_generator,) * self.device_count()
 
         @staticmethod
         def _lazy_call(callable, **kwargs):
@@ -571,7 +617,7 @@ def _torch_with_cpu_cuda(torch):
     return view
 
 
-_PATCHED_OTHERS = ("deepspeed.comm.torch", "deepspeed.accelerator.cpu_accelerator")
+_PATCHED_OTHERS = ("deepspeed.comm.torch", "deepspeed.accelerator.cpu_accelerator", "deepspeed.runtime.engine")
 
 
 def cpu_generator_state(torch, state):
@@ -598,6 +644,9 @@ def _patch_megatron_module(module, torch, torch_view):
         # ~/.cache/torch_extensions) that only inference_all_reduce uses; training never calls it.
         module.build_shm_op = lambda: None
         return
+    if name == "deepspeed.runtime.engine":
+        _bf16_checkpoints_as_zero(module.DeepSpeedEngine)
+        return
     if name == "deepspeed.accelerator.cpu_accelerator":
         # fp16 runs: DeepSpeed refuses fp16 on a CPU without mkldnn fp16 kernels (AVX512-FP16 / AMX); torch's
         # CPU kernels compute fp16 anyway (in fp32 accumulators), which is all a tiny model needs.
@@ -614,11 +663,59 @@ def _patch_megatron_module(module, torch, torch_view):
         module.compile_helper = compile_helper
     elif name == "megatron.mpu.random":
         def _set_cuda_rng_state(new_state, device=-1):
-            torch.set_rng_state(cpu_generator_state(torch, new_state))
+            torch_view.cuda.generator.set_state(cpu_generator_state(torch, new_state))
         module._set_cuda_rng_state = _set_cuda_rng_state
+    elif name == "megatron.model.transformer":
+        # bias_dropout_add_fused_train is TorchScript: its dropout draws from the CPU default generator.
+        for f in ("bias_dropout_add", "bias_dropout_add_fused_train"):
+            setattr(module, f, on_device_generator(getattr(module, f), torch, torch_view.cuda.generator))
     elif name == "megatron.training":
         module.training_log = _recording_training_log(module.training_log, torch)
         _fix_deepspeed_initialize(module.deepspeed)
+
+
+def on_device_generator(fn, torch, device_generator):
+    """fn with the CPU default generator standing for the GPU's: random ops inside (dropout) draw from the
+    stand-in "CUDA" generator, as dropout on GPU tensors draws from the CUDA generator; the CPU generator is
+    left as it was."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        cpu = torch.default_generator.get_state()
+        torch.default_generator.set_state(device_generator.get_state())
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            device_generator.set_state(torch.default_generator.get_state())
+            torch.default_generator.set_state(cpu)
+    return call
+
+
+def _bf16_checkpoints_as_zero(engine_class):
+    """bf16 at ZeRO stage 0 (DeepSpeed's BF16_Optimizer, tr11-176B's setting): the DeepSpeed BigScience trained with
+    (0.6/0.7) saved and loaded its states as a ZeRO checkpoint (`zero_optimizer_state = self.zero_optimization() or
+    self.bfloat16_enabled()`: bf16_zero_pp_rank_* files, param_shapes in mp_rank_*), which is what BLOOM's
+    checkpoints hold. DeepSpeed 0.19 still writes those files but then loads the optimizer from mp_rank_*'s
+    `optimizer` entry, which its BF16_Optimizer cannot read (KeyError: 0), so it cannot resume its own bf16 ZeRO-0
+    checkpoints. During save_checkpoint / load_checkpoint of a bf16 engine, zero_optimization() answers True again,
+    as it did for these checkpoint paths then."""
+    import functools
+
+    def as_zero(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            if not (self.bfloat16_enabled() and not self.zero_optimization()):
+                return method(self, *args, **kwargs)
+            self.zero_optimization = lambda: True
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                del self.zero_optimization
+        return call
+
+    engine_class.save_checkpoint = as_zero(engine_class.save_checkpoint)
+    engine_class.load_checkpoint = as_zero(engine_class.load_checkpoint)
 
 
 def _fix_deepspeed_initialize(deepspeed):

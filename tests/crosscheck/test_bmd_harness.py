@@ -42,14 +42,7 @@ for tool in ("mds-tokenizer-train", "mds-preprocess"):
 
 import tiny_dataset  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
-    return cond
+from bmd_harness import check, failures  # noqa: E402  (one list of failures per test process)
 
 
 CONFIGS = {  # name: (TP, PP) on 2 ranks

@@ -834,7 +834,8 @@ def check_train_dp_save(tmp):
     # ds_to_universal), are the model a one-process run of the same flags saved at the same iteration. With --lr 0 the
     # weights and masters stay the initial ones, which every TP and PP cuts from the same full tensors: equal bit for
     # bit, so a shard in the wrong place shows; the Adam moments (bf16 gradients summed in another order) agree
-    # within 2% of their norm. The last stage's copy of the tied embeddings equals the first stage's.
+    # within 2% of their norm. The last stage's copy of the tied embedding module equals the first stage's (the
+    # unused LayerNorm copy with zero moments), in DeepSpeed's data-parallel partitions.
     frozen = ["--train-iters", "20", "--lr", "0", "--min-lr", "0", "--save-interval", "10", "--exit-interval", "10"]
     one = subprocess.run([train, *flags, *frozen, "--save", os.path.join(tmp, "tp1dp1")], capture_output=True, text=True)
     if not check(one.returncode == 0, f"one-process save: {one.stderr[-400:]}"):
@@ -853,11 +854,17 @@ def check_train_dp_save(tmp):
                                                                           f"{ds.tp_degree} {ds.pp_degree} {ds.dp_degree}")
         tp_states, tied, _, _ = read_optimizer(tp_step)
         check(set(tp_states) == set(one_states), f"{name}: parameter names differ from one process's")
-        check(pp == 1 or set(tied) == {("tied_modules.embed.word_embeddings.weight", pp - 1)},
-              f"{name}: the last stage's optimizer holds {sorted(tied)}, expected the tied word embeddings")
+        # DeepSpeed's last stage holds the whole tied embedding module (here BLOOM's: the word embeddings and the
+        # embedding LayerNorm); only the word embeddings get a gradient there, the other copies' moments stay zero.
+        module = {"tied_modules.embed.word_embeddings.weight", "tied_modules.embed.word_embeddings.norm.weight",
+                  "tied_modules.embed.word_embeddings.norm.bias"}
+        check(pp == 1 or set(tied) == {(n, pp - 1) for n in module},
+              f"{name}: the last stage's optimizer holds {sorted(tied)}, expected the tied embedding module {sorted(module)}")
         for (n, _), copy in tied.items():
-            check(all(torch.equal(copy[k], tp_states[n][k]) for k in ("fp32", "exp_avg", "exp_avg_sq")),
-                  f"{name}: the last stage's copy of {n} differs from the first stage's")
+            used = n == "tied_modules.embed.word_embeddings.weight"
+            check(torch.equal(copy["fp32"], tp_states[n]["fp32"]) and
+                  all(torch.equal(copy[k], tp_states[n][k]) if used else not copy[k].any() for k in ("exp_avg", "exp_avg_sq")),
+                  f"{name}: the last stage's copy of {n} is not the first stage's" + ("" if used else " with zero moments"))
         bad = [n for n in one_states if n in tp_states and not torch.equal(tp_states[n]["fp32"], one_states[n]["fp32"])]
         check(not bad, f"{name}: merged fp32 masters differ from one process's: {bad[:4]}")
         worst = max(((tp_states[n][k] - one_states[n][k]).norm() / one_states[n][k].norm().clamp_min(1e-30)).item()

@@ -78,7 +78,7 @@ def lines_after(out, first_iteration):
         if m and int(m.group(1)) >= first_iteration:
             keep.append(re.sub(r"(elapsed time per iteration \(s\)|samples per second|TFLOPs|tokens per second): [0-9.]+",
                                r"\1: *", line))
-        elif line.startswith("validation loss at "):
+        elif line.startswith(("valid loss at ", "test loss at ")):
             m = re.search(r"iteration (\d+)", line)
             if not m or int(m.group(1)) >= first_iteration:
                 keep.append(line)
@@ -287,7 +287,7 @@ def shrink_then_resume(tmp, data, full_root):
 
     def end_loss(root):
         r = run(data + model_flags(8, ["--load", root, "--no-load-optim"]))
-        m = re.search(r"validation loss at the end of training for val data \| lm loss value: (\S+)", r.stdout)
+        m = re.search(r"valid loss at the end of training for val data \| lm loss value: (\S+)", r.stdout)
         check(r.returncode == 0 and m, f"--load {root} --no-load-optim: {r.returncode} {r.stderr[-300:]}")
         return m.group(1) if m else None
     full, shrunk = end_loss(full_root), end_loss(small)

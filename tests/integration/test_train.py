@@ -95,7 +95,7 @@ def main_run(tmp, data):
     rows = list(csv.DictReader(open(tmp + "/carbon/emissions.csv"))) if os.path.exists(tmp + "/carbon/emissions.csv") else []
     check(len(rows) == 1 and len(rows[0]) == 38 and float(rows[0]["duration"]) > 0 and float(rows[0]["energy_consumed"]) > 0
           and rows[0]["country_iso_code"] == "FRA", f"emissions.csv: {rows}")
-    blocks = re.findall(r"^validation loss at (.*?) \| lm loss value: (\S+) \| lm loss PPL: (\S+) \| $", r.stdout, re.M)
+    blocks = re.findall(r"^(?:valid|test) loss at (.*?) \| lm loss value: (\S+) \| lm loss PPL: (\S+) \| $", r.stdout, re.M)
     prefixes = [b[0] for b in blocks]
     check(prefixes == ["iteration 10", "iteration 20", "iteration 30", "iteration 40", "iteration 50", "iteration 60",
                        "the end of training for val data", "the end of training for test data"],
@@ -109,16 +109,17 @@ def main_run(tmp, data):
                 "learning-rate/learning-rate", "learning-rate/learning-rate vs samples", "batch-size/batch-size",
                 "grad-norm/grad-norm", "num-zeros/num-zeros", "params-norm/params-norm",
                 "steps-vs-samples/y=steps,x=samples", "iteration-time/iteration-time",
-                "iteration-time/TFLOPs per gpu (estimated)", "lm-loss-validation/lm loss validation",
-                "lm-loss-validation/lm loss validation vs samples", "lm-loss-validation/lm loss validation ppl"}
+                "iteration-time/TFLOPs per gpu (estimated)", "lm-loss-validation/valid/lm loss validation",
+                "lm-loss-validation/valid/lm loss validation vs samples", "lm-loss-validation/valid/lm loss validation ppl",
+                "lm-loss-validation/test/lm loss validation"}
     check(expected <= tags, f"TensorBoard tags missing: {sorted(expected - tags)}")
     if "lm-loss-training/lm loss" in tags:
         ev = acc.Scalars("lm-loss-training/lm loss")
         check([e.step for e in ev] == list(range(1, 61)), "lm loss events are not one per iteration 1..60")
         vs = acc.Scalars("lm-loss-training/lm loss vs samples")
         check([e.step for e in vs] == [8 * i for i in range(1, 61)], "lm loss vs samples steps")
-    if "lm-loss-validation/lm loss validation" in tags:
-        val = acc.Scalars("lm-loss-validation/lm loss validation")
+    if "lm-loss-validation/valid/lm loss validation" in tags:
+        val = acc.Scalars("lm-loss-validation/valid/lm loss validation")
         printed = [float(b[1]) for b in blocks if b[0].startswith("iteration")]
         check([e.step for e in val][:6] == [10, 20, 30, 40, 50, 60], "validation events steps")
         check(all(abs(e.value - p) <= 1e-5 * p for e, p in zip(val, printed)), "validation values differ from the log")

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,40 +24,14 @@ sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
 import testkit  # noqa: E402
 from testkit import check  # noqa: E402
 import tiny_dataset  # noqa: E402
+from test_train_dp import BIN, TRAIN, free_port, rank_env, start, wait_all  # noqa: E402  (the launcher's environment)
 
-TRAIN = testkit.binary("mds-train")
-BIN = os.path.dirname(TRAIN)
 HOLDS = re.compile(r"(ZeRO stage 1|BF16 optimizer): each rank holds the optimizer states of about (\d+) of (\d+) parameters")
 LOSS = re.compile(r"^ iteration +(\d+)/ +\d+ \|.* lm loss: (\S+) \| grad norm: (\S+) \|", re.M)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rank_env(rank, world, port):
-    launch = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI_")) and k not in launch}
-    env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    return env
-
-
 def run(args, world=2):
-    port = free_port()
-    procs = [subprocess.Popen([TRAIN, *args], env=rank_env(r, world, port), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for r in range(world)]
-    outs = []
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-        outs.append((p.returncode, out, err))
-    return outs
+    return wait_all(start(args, world, free_port()))
 
 
 def flags(data, ds, precision, iters=12, extra=()):

@@ -48,7 +48,7 @@ BIN = os.path.dirname(TRAIN)
 ITERS = 20
 LOSS = re.compile(r"^ iteration +(\d+)/ +\d+ \| consumed samples: +(\d+) \|.* lm loss: (\S+) \| grad norm: (\S+) \|"
                   r".* params norm: (\S+) \|")
-VALID = re.compile(r"validation loss at (.*) \| lm loss value: (\S+) \|")
+VALID = re.compile(r"valid loss at (.*) \| lm loss value: (\S+) \|")
 
 
 def free_port():

@@ -122,6 +122,14 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
                             .narrow(0, tp_.rank * local_heads_, local_heads_)
                             .to(device_, at::kFloat);
     }
+    // Megatron's _set_random_seed and model_parallel_cuda_manual_seed.
+    const std::uint64_t stage_seed = seed + 100 * static_cast<std::uint64_t>(stage_.rank);
+    if (device_.is_cuda()) {
+        dropout_gen_ = attention_gen_ = at::globalContext().defaultGenerator(device_);
+    } else {
+        dropout_gen_ = at::detail::createCPUGenerator(stage_seed);
+        attention_gen_ = at::detail::createCPUGenerator(stage_seed + 2718 + static_cast<std::uint64_t>(tp_.rank));
+    }
 }
 
 Parameter& GptModel::parameter(int layer, const std::string& name) {
@@ -182,19 +190,52 @@ at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at
     auto k = qkv.select(3, 1).transpose(1, 2);
     auto v = qkv.select(3, 2).transpose(1, 2);
     const double p_attn = training_ ? config_.attention_dropout : 0.0;
-    auto ctx = attn_bias.defined()
-                   ? at::scaled_dot_product_attention(q, k, v, attn_bias, p_attn, /*is_causal=*/false)
-                   : at::scaled_dot_product_attention(q, k, v, {}, p_attn, /*is_causal=*/true);
+    auto ctx = p_attn > 0 && !device_.is_cuda() ? attention_with_dropout(q, k, v, attn_bias, p_attn)
+               : attn_bias.defined() ? at::scaled_dot_product_attention(q, k, v, attn_bias, p_attn, /*is_causal=*/false)
+                                     : at::scaled_dot_product_attention(q, k, v, {}, p_attn, /*is_causal=*/true);
     ctx = ctx.transpose(1, 2).reshape({batch, seq, n * d});
     // Row-parallel: the partial products are summed over the group, then the (replicated) bias.
     auto attn = tp_.size == 1 ? at::linear(ctx, b.dense_w, b.dense_b) : reduce_from_tp(at::linear(ctx, b.dense_w)) + b.dense_b;
-    auto y = x + at::dropout(attn, config_.hidden_dropout, training_);
+    auto y = x + dropout(attn, config_.hidden_dropout, /*seq_first=*/true);
 
     ln = at::layer_norm(y, {h}, b.ln2_w, b.ln2_b, eps);
     sum_grad_over_tp(ln);
     auto m = at::gelu(at::linear(ln, b.fc1_w, b.fc1_b), "tanh");
     auto out = tp_.size == 1 ? at::linear(m, b.fc2_w, b.fc2_b) : reduce_from_tp(at::linear(m, b.fc2_w)) + b.fc2_b;
-    return y + at::dropout(out, config_.hidden_dropout, training_);
+    return y + dropout(out, config_.hidden_dropout, /*seq_first=*/true);
+}
+
+at::Tensor GptModel::dropout(const at::Tensor& x, double p, bool seq_first) const {
+    if (!training_ || p <= 0 || x.numel() == 0) return x;
+    if (device_.is_cuda()) return at::dropout(x, p, true);
+    // torch's CPU dropout (_dropout_impl): a Bernoulli(1 - p) mask in the input's dtype, divided by
+    // 1 - p, times the input; drawn here from the model's generator, in Megatron's layout.
+    auto noise = seq_first ? at::empty({x.size(1), x.size(0), x.size(2)}, x.options())
+                           : at::empty(x.sizes(), x.options());
+    noise.bernoulli_(1 - p, dropout_gen_);
+    noise.div_(1 - p);
+    return x * (seq_first ? noise.transpose(0, 1) : noise);
+}
+
+at::Tensor GptModel::attention_with_dropout(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                            const at::Tensor& attn_bias, double p) const {
+    // q, k, v [b, n, s, d]. Scores and softmax in fp32 (Megatron's attention_softmax_in_fp32 with
+    // query-key layer scaling), probabilities back in the model dtype, as the fused kernel returns them.
+    const auto seq = q.size(2);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+    auto scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat).mul_(scale);
+    if (attn_bias.defined()) {
+        scores = scores + attn_bias.to(at::kFloat);
+    } else {
+        auto future = at::ones({seq, seq}, scores.options().dtype(at::kBool)).triu(1);
+        scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+    }
+    auto probs = at::softmax(scores, -1).to(q.scalar_type());
+    // Megatron: `with get_cuda_rng_tracker().fork(): attention_dropout(attention_probs)` on [b, n, s, s].
+    auto noise = at::empty(probs.sizes(), probs.options());
+    noise.bernoulli_(1 - p, attention_gen_);
+    noise.div_(1 - p);
+    return at::matmul(probs * noise, v);
 }
 
 at::Tensor GptModel::embed(const at::Tensor& tokens) {
@@ -212,12 +253,14 @@ at::Tensor GptModel::embed(const at::Tensor& tokens) {
         const auto local = (tokens - vocab_start_).masked_fill(outside, 0);
         x = reduce_from_tp(at::embedding(word_embeddings_, local).masked_fill(outside.unsqueeze(-1), 0));
     }
-    if (config_.embed_layernorm) x = at::layer_norm(x, {config_.hidden_size}, embed_ln_w_, embed_ln_b_, config_.layernorm_epsilon);
+    // Megatron-DeepSpeed's VocabParallelEmbedding builds this LayerNorm with its default eps (1e-5),
+    // whatever --layernorm-epsilon says.
+    if (config_.embed_layernorm) x = at::layer_norm(x, {config_.hidden_size}, embed_ln_w_, embed_ln_b_, 1e-5);
     if (position_embeddings_.defined()) {
         auto pos = at::arange(seq, at::TensorOptions().device(device_).dtype(at::kLong));
         x = x + at::embedding(position_embeddings_, pos).unsqueeze(0);
     }
-    return at::dropout(x, config_.hidden_dropout, training_);
+    return dropout(x, config_.hidden_dropout, /*seq_first=*/false);  // Megatron: on [b, s, h], before the transpose
 }
 
 at::Tensor GptModel::run_blocks(at::Tensor x) {

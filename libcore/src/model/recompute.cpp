@@ -2,10 +2,12 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/Generator.h>
+#include <ATen/ops/stack.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <mutex>
+#include <vector>
 
 #include "mds/model/gpt_model.h"
 
@@ -15,8 +17,30 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The generator dropout draws from on `device`, whose state is replayed during recomputation.
-at::Generator dropout_generator(const at::Tensor& x) { return at::globalContext().defaultGenerator(x.device()); }
+// The generators dropout draws from (the model's: the device's default one, and on the CPU the
+// tracker's for attention dropout), whose states are replayed during recomputation.
+std::vector<at::Generator> dropout_generators(const GptModel& model) {
+    std::vector<at::Generator> gens{model.dropout_generator()};
+    if (model.separate_attention_dropout_generator()) gens.push_back(model.attention_dropout_generator());
+    return gens;
+}
+
+at::Tensor generator_states(const GptModel& model) {
+    std::vector<at::Tensor> states;
+    for (auto& gen : dropout_generators(model)) {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        states.push_back(gen.get_state());
+    }
+    return at::stack(states);
+}
+
+void set_generator_states(const GptModel& model, const at::Tensor& states) {
+    auto gens = dropout_generators(model);
+    for (std::size_t i = 0; i < gens.size(); ++i) {
+        std::lock_guard<std::mutex> lock(gens[i].mutex());
+        gens[i].set_state(states[static_cast<std::int64_t>(i)].clone());
+    }
+}
 
 at::Tensor run_blocks(GptModel& model, std::int64_t first, std::int64_t count, at::Tensor x, const at::Tensor& bias) {
     for (std::int64_t i = first; i < first + count; ++i) x = model.block_forward(i, x, bias);
@@ -34,11 +58,7 @@ struct RecomputedBlocks : public torch::autograd::Function<RecomputedBlocks> {
         ctx->saved_data["first"] = first;
         ctx->saved_data["count"] = count;
         if (bias.defined()) ctx->saved_data["bias"] = bias;
-        if (model->training()) {
-            auto gen = dropout_generator(x);
-            std::lock_guard<std::mutex> lock(gen.mutex());
-            ctx->saved_data["rng"] = gen.get_state();
-        }
+        if (model->training()) ctx->saved_data["rng"] = generator_states(*model);
         ctx->save_for_backward({x});
         return {run_blocks(*model, first, count, x, bias)};
     }
@@ -54,17 +74,11 @@ struct RecomputedBlocks : public torch::autograd::Function<RecomputedBlocks> {
         {
             at::AutoGradMode grad_on(true);
             if (ctx->saved_data.count("rng")) {
-                // Replay the dropout masks of the first pass, then put the generator back.
-                auto gen = dropout_generator(x);
-                at::Tensor current;
-                {
-                    std::lock_guard<std::mutex> lock(gen.mutex());
-                    current = gen.get_state();
-                    gen.set_state(ctx->saved_data["rng"].toTensor());
-                }
+                // Replay the dropout masks of the first pass, then put the generators back.
+                const at::Tensor current = generator_states(*model);
+                set_generator_states(*model, ctx->saved_data["rng"].toTensor());
                 y = run_blocks(*model, first, count, x, bias);
-                std::lock_guard<std::mutex> lock(gen.mutex());
-                gen.set_state(current);
+                set_generator_states(*model, current);
             } else {
                 y = run_blocks(*model, first, count, x, bias);
             }

@@ -1,7 +1,8 @@
 // Megatron's number-of-micro-batches calculators (batch_size_rampup.h).
 #include "mds/optim/batch_size_rampup.h"
 
-#include <algorithm>  // std::sort
+#include <algorithm>  // std::sort, std::min, std::max
+#include <numeric>    // std::gcd
 #include <string>
 #include <vector>
 
@@ -30,6 +31,15 @@ std::string nearest_divisors_text(std::int64_t value, std::int64_t near, std::si
     std::string out;
     for (std::size_t i = 0; i < divisors.size(); ++i) out += (i ? ", " : "") + n(divisors[i]);
     return out;
+}
+
+std::string rampup_text(const RampupBatchSize& r) {
+    std::string text = "--rampup-batch-size ";
+    for (std::int64_t v : {r.start_global_batch_size, r.batch_size_increment, r.ramp_up_samples}) {
+        if (text.back() != ' ') text += ' ';
+        text += n(v);
+    }
+    return text;
 }
 
 std::string mbs_dp_text(std::int64_t mbs, std::int64_t dp) {
@@ -71,7 +81,9 @@ NumMicroBatchesCalculator::NumMicroBatchesCalculator(std::int64_t global_batch_s
     if (data_parallel_size <= 0) throw UsageError("data parallel size must be positive, got " + n(data_parallel_size));
     if (global_batch_size <= 0) throw UsageError("--global-batch-size must be positive, got " + n(global_batch_size));
     const std::int64_t m = micro_batch_size * data_parallel_size;
-    if (global_batch_size % m != 0)
+    // Megatron's ConstantNumMicroBatches asserts this; with a ramp-up the global batch size is
+    // checked where the run reaches it (update, check_remaining_batch_sizes).
+    if (!rampup_ && global_batch_size % m != 0)
         throw UsageError("--global-batch-size " + n(global_batch_size) + " is not divisible by " +
                          mbs_dp_text(micro_batch_size, data_parallel_size) +
                          batch_divisibility_hint(global_batch_size, micro_batch_size, data_parallel_size));
@@ -98,19 +110,11 @@ NumMicroBatchesCalculator::NumMicroBatchesCalculator(std::int64_t global_batch_s
                              nearest_divisors_text(diff, r.batch_size_increment, 6) +
                              "; or --global-batch-size " + rampup_gbs_text(r.start_global_batch_size, diff,
                                                                            r.batch_size_increment));
-        if (r.start_global_batch_size % m != 0)
-            throw UsageError("--rampup-batch-size: start batch size " + n(r.start_global_batch_size) +
-                             " is not divisible by " + mbs_dp_text(micro_batch_size, data_parallel_size) +
-                             "; nearest that work: " + nearest_multiples_text(r.start_global_batch_size, m));
-        if (r.batch_size_increment % m != 0)
-            throw UsageError("--rampup-batch-size: increment " + n(r.batch_size_increment) +
-                             " is not divisible by " + mbs_dp_text(micro_batch_size, data_parallel_size) +
-                             ", so some ramp-up batch sizes would not be; increments that work: " +
-                             nearest_multiples_text(r.batch_size_increment, m) + " (if they divide " + n(diff) + ")");
         const std::int64_t num_increments = diff / r.batch_size_increment;
         rampup_samples_per_increment_ = static_cast<double>(r.ramp_up_samples) / static_cast<double>(num_increments);
     }
-    update(0);
+    // Megatron's update(0, False): the start batch size is checked only where a run uses it.
+    update(0, false);
 }
 
 std::int64_t NumMicroBatchesCalculator::global_batch_size_at(std::int64_t consumed_samples) const {
@@ -125,10 +129,79 @@ std::int64_t NumMicroBatchesCalculator::global_batch_size_at(std::int64_t consum
     return gbs;
 }
 
-void NumMicroBatchesCalculator::update(std::int64_t consumed_samples) {
+void NumMicroBatchesCalculator::update(std::int64_t consumed_samples, bool consistency_check) {
+    const std::int64_t batch = global_batch_size_at(consumed_samples);
+    const std::int64_t m = micro_batch_size_ * data_parallel_size_;
+    if (consistency_check && batch % m != 0) {
+        std::string what = "global batch size " + n(batch);
+        what += " in force at " + n(consumed_samples);
+        what += " consumed samples is not divisible by " + mbs_dp_text(micro_batch_size_, data_parallel_size_);
+        if (rampup_) what += " (" + rampup_text(*rampup_) + ")";
+        throw UsageError(what + batch_divisibility_hint(batch, micro_batch_size_, data_parallel_size_));
+    }
     consumed_samples_ = consumed_samples;
-    current_global_batch_size_ = global_batch_size_at(consumed_samples);
-    num_micro_batches_ = current_global_batch_size_ / (micro_batch_size_ * data_parallel_size_);
+    current_global_batch_size_ = batch;
+    num_micro_batches_ = batch / m;
+}
+
+std::optional<std::string> NumMicroBatchesCalculator::remaining_batch_sizes_problem(std::int64_t consumed_samples,
+                                                                                    std::int64_t iteration,
+                                                                                    std::int64_t train_iters) const {
+    const std::int64_t m = micro_batch_size_ * data_parallel_size_;
+    // Walk the ramp as the training loop will (the batch size in force at each iteration), then the
+    // constant global batch size if iterations remain after it.
+    struct Bad {
+        std::int64_t consumed, iteration, batch;
+    };
+    std::optional<Bad> first;
+    std::int64_t consumed = consumed_samples, it = iteration, divisor = 0;
+    std::int64_t all_divisible_from = consumed_samples;  // consumed samples after the last bad batch
+    std::int64_t smallest = 0, largest = 0;
+    const auto visit = [&](std::int64_t batch) {
+        divisor = std::gcd(divisor, batch);
+        smallest = smallest ? std::min(smallest, batch) : batch;
+        largest = std::max(largest, batch);
+        if (batch % m == 0) return;
+        if (!first) first = Bad{consumed, it, batch};
+        all_divisible_from = consumed + batch;
+    };
+    if (rampup_)
+        while (it < train_iters && consumed <= rampup_->ramp_up_samples) {
+            const std::int64_t batch = global_batch_size_at(consumed);
+            visit(batch);
+            consumed += batch;
+            ++it;
+        }
+    const bool final_bad = it < train_iters && global_batch_size_ % m != 0;
+    if (it < train_iters) visit(global_batch_size_);
+    if (!first) return std::nullopt;
+
+    std::string what;
+    if (rampup_) what = rampup_text(*rampup_) + ": ";
+    what += "global batch size " + n(first->batch);
+    what += ", reached at " + n(first->consumed);
+    what += " consumed samples (iteration " + n(first->iteration + 1);
+    what += "), is not divisible by " + mbs_dp_text(micro_batch_size_, data_parallel_size_);
+    what += ": Megatron checks the batch size in force at every step and would stop the run there";
+    if (final_bad) {
+        what += "; the global batch size " + n(global_batch_size_);
+        what += " the ramp-up ends at is not divisible either" +
+                batch_divisibility_hint(global_batch_size_, micro_batch_size_, data_parallel_size_);
+        return what;
+    }
+    what += ". From " + n(consumed_samples);
+    what += " consumed samples to its end the run uses global batch sizes " + n(smallest);
+    what += " to " + n(largest);
+    what += ", all multiples of " + n(divisor);
+    what += ": use a micro batch size × data parallel size dividing " + n(divisor);
+    what += ", or ramp up on fewer data-parallel ranks and resume on these from " + n(all_divisible_from);
+    what += " consumed samples on, where every batch size is divisible by " + n(m);
+    return what;
+}
+
+void NumMicroBatchesCalculator::check_remaining_batch_sizes(std::int64_t consumed_samples, std::int64_t iteration,
+                                                            std::int64_t train_iters) const {
+    if (auto problem = remaining_batch_sizes_problem(consumed_samples, iteration, train_iters)) throw UsageError(*problem);
 }
 
 std::int64_t NumMicroBatchesCalculator::train_iters_for_samples(std::int64_t train_samples) const {

@@ -359,6 +359,11 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
 
     // Time.
     const Consumption c = consumption(args, dp, gbs, r.padded_vocab_size);
+    // Said, not refused: a ramp-up start below micro batch × DP works for a run resumed past it
+    // (tr1-13B ramped up on 16 nodes and resumed on 64), and the plan may be for that part.
+    if (o.rampup_batch_size)
+        r.rampup_problem = optim::NumMicroBatchesCalculator(gbs, o.micro_batch_size, dp, o.rampup_batch_size)
+                               .remaining_batch_sizes_problem(0, 0, c.iterations);
     r.curriculum = args.curriculum && args.curriculum->enabled;
     r.train_tokens_given = options.train_tokens.has_value();
     r.train_tokens = options.train_tokens.value_or(c.tokens);
@@ -395,6 +400,7 @@ std::string format_dry_run(const DryRunReport& r) {
         << " x DP " << r.data_parallel_size << "\n";
     out << "  micro batch " << r.micro_batch_size << ", global batch " << r.global_batch_size << " = "
         << r.num_micro_batches << " micro batches x DP " << r.data_parallel_size << "\n";
+    if (r.rampup_problem) out << "  started from scratch on these GPUs: " << *r.rampup_problem << "\n";
     // Megatron's rank order (dist/layout.h): TP fastest, then DP, then PP.
     const std::int64_t per_stage = r.tensor_model_parallel_size * r.data_parallel_size;
     out << "  ranks: " << per_stage << " per stage (TP " << r.tensor_model_parallel_size << " x DP " << r.data_parallel_size
@@ -500,6 +506,7 @@ nlohmann::json dry_run_json(const DryRunReport& r) {
           {"num_micro_batches", r.num_micro_batches},
           {"ranks_per_stage", r.tensor_model_parallel_size * r.data_parallel_size},
           {"pipeline_bubble", r.pipeline_bubble},
+          {"rampup_problem", r.rampup_problem ? json(*r.rampup_problem) : json(nullptr)},
           {"precision", r.precision},
           {"zero_stage", r.zero_stage},
           {"optimizer_partitions", r.optimizer_partitions},

@@ -176,16 +176,25 @@ void add_train_flags(CLI::App& app, TrainArgs& args) {
     d.group("Data");
     d.list("--data-path", args.data.data_path, "Dataset prefix, or weight prefix pairs for blending");
     d.text("--split", args.data.split, "Train,valid,test proportions of --data-path, e.g. 949,50,1");
+    d.list("--train-weighted-split-paths", args.data.train_weighted_split_paths,
+           "The training dataset group \"NAME: W1 START:END P1, W2 START:END P2, ...\" (instead of --data-path)");
+    d.list("--valid-weighted-split-paths", args.data.valid_weighted_split_paths,
+           "Validation dataset groups, each evaluated on its own under its NAME");
+    d.list("--test-weighted-split-paths", args.data.test_weighted_split_paths,
+           "Test dataset groups, each evaluated on its own under its NAME at the end of training");
     d.text("--train-weighted-split-paths-path", args.data.train_weighted_split_paths_path,
-           "File listing the weighted training splits");
+           "File with --train-weighted-split-paths' group on one line, double-quoted");
     d.text("--valid-weighted-split-paths-path", args.data.valid_weighted_split_paths_path,
-           "File listing the weighted validation splits");
+           "File with --valid-weighted-split-paths' groups on one line, each double-quoted");
+    d.text("--test-weighted-split-paths-path", args.data.test_weighted_split_paths_path,
+           "File with --test-weighted-split-paths' groups on one line, each double-quoted");
     d.text("--vocab-file", args.data.vocab_file, "GPT-2 vocab.json");
     d.text("--merge-file", args.data.merge_file, "GPT-2 merges.txt");
     d.text("--tokenizer-type", args.data.tokenizer_type, "GPT2BPETokenizer or PretrainedFromHF")
         ->check(CLI::IsMember({"GPT2BPETokenizer", "PretrainedFromHF"}));
     d.text("--tokenizer-name-or-path", args.data.tokenizer_name_or_path,
-           "Hugging Face tokenizer (directory or name) for PretrainedFromHF");
+           "Hugging Face tokenizer for PretrainedFromHF: a tokenizer.json, a folder holding one, or a Hub name (ORG/NAME) "
+           "in the local Hugging Face cache");
     d.text("--data-impl", args.data.data_impl, "Indexed dataset implementation: mmap or infer [default: infer]")
         ->check(CLI::IsMember({"mmap", "infer"}));
     d.integer("--num-workers", args.data.num_workers, "Data loader workers for training");
@@ -312,10 +321,6 @@ void add_train_flags(CLI::App& app, TrainArgs& args) {
     d.unsupported("--glu-activation", true, "GLU activations are not implemented (GeLU only)");
     d.unsupported("--dataloader-type", true, "mds has one data loader (Megatron's single)");
     d.unsupported("--skip-train-iteration-range", true, "skipping iteration ranges is not implemented yet");
-    d.unsupported("--train-weighted-split-paths", true, "use --train-weighted-split-paths-path");
-    d.unsupported("--valid-weighted-split-paths", true, "use --valid-weighted-split-paths-path");
-    d.unsupported("--test-weighted-split-paths", true, "test splits are not evaluated by mds-train");
-    d.unsupported("--test-weighted-split-paths-path", true, "test splits are not evaluated by mds-train");
     d.unsupported("--remote-device", true, "ZeRO offload is not implemented");
     d.unsupported("--zero-reduce-bucket-size", true, "ZeRO-2/3 bucket settings are not implemented");
     d.unsupported("--zero-allgather-bucket-size", true, "ZeRO-2/3 bucket settings are not implemented");
@@ -525,7 +530,9 @@ void validate(TrainArgs& args) {
         p.data_parallel_size = *p.world_size / mp;
     }
     if (!o.global_batch_size) o.global_batch_size = o.micro_batch_size * p.data_parallel_size;
-    (void)make_num_micro_batches_calculator(args);  // the ramp-up checks, with working alternatives
+    // Megatron's calculator asserts, with working alternatives; the batch sizes a ramp-up will have in
+    // force are checked by the trainer once it knows the consumed samples it resumes from.
+    (void)make_num_micro_batches_calculator(args);
 
     // DeepSpeed engine.
     if (!p.deepspeed_config.empty() && !p.deepspeed) usage("--deepspeed_config needs --deepspeed");
@@ -536,6 +543,34 @@ void validate(TrainArgs& args) {
     if (args.curriculum && args.curriculum->max_difficulty > m.seq_length)
         usage("curriculum_learning.max_difficulty " + std::to_string(args.curriculum->max_difficulty) +
               " is larger than --seq-length " + std::to_string(m.seq_length));
+
+    // Data loading: Mode 1 (--data-path, --split) or Mode 2 (--(train|valid|test)-weighted-split-paths),
+    // never both (Megatron-DeepSpeed's parse_args asserts). The files are read when training starts.
+    {
+        const auto& dt = args.data;
+        bool mode2 = false;
+        const std::vector<std::string>* lists[3] = {&dt.train_weighted_split_paths, &dt.valid_weighted_split_paths,
+                                                    &dt.test_weighted_split_paths};
+        const std::string* files[3] = {&dt.train_weighted_split_paths_path, &dt.valid_weighted_split_paths_path,
+                                       &dt.test_weighted_split_paths_path};
+        const char* names[3] = {"--train-weighted-split-paths", "--valid-weighted-split-paths", "--test-weighted-split-paths"};
+        for (int k = 0; k < 3; ++k) {
+            const std::string flag = names[k];
+            if (given(flag) && given(flag + "-path")) usage(flag + " and " + flag + "-path exclude each other: give one");
+            mode2 = mode2 || !lists[k]->empty() || !files[k]->empty();
+        }
+        if (mode2 && (given("--data-path") || given("--split")))
+            usage(std::string(given("--data-path") ? "--data-path" : "--split") +
+                  ": data loading Mode 1 (--data-path and --split) and Mode 2 (--(train|valid|test)-weighted-split-paths) "
+                  "are mutually exclusive");
+        if (mode2 && dt.train_weighted_split_paths.empty() && dt.train_weighted_split_paths_path.empty())
+            usage("--valid-weighted-split-paths and --test-weighted-split-paths (and their -path forms) need "
+                  "--train-weighted-split-paths or --train-weighted-split-paths-path (Megatron-DeepSpeed: \"No "
+                  "dataloading argument passed\")");
+        if (given("--train-weighted-split-paths") && dt.train_weighted_split_paths.size() != 1)
+            usage("--train-weighted-split-paths: only 1 dataset group is allowed, got " +
+                  std::to_string(dt.train_weighted_split_paths.size()));
+    }
 
     // Checkpoints and logging.
     if (!args.checkpoint.save.empty() && !args.checkpoint.save_interval) usage("--save needs --save-interval");

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -18,6 +19,8 @@
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/pickle.h"
 #include "mds/ckpt/torch_file.h"
+#include "mds/data/blending.h"        // data_prefixes, data_weights
+#include "mds/data/weighted_split.h"  // the weighted split paths args
 #include "mds/model/gpt_model.h"
 #include "mds/model/tensor_io.h"
 #include "mds/trainer/comm.h"
@@ -332,13 +335,29 @@ PyValue megatron_args(const train::TrainArgs& a, const model::GptModel& model, c
     set("use_cpu_initialization", PyValue::none());
     set("eval_iters", integer(a.logging.eval_iters));
     set("eval_interval", integer(a.logging.eval_interval));
-    set("data_path", text_list(a.data.data_path));
-    set("split", optional_str(a.data.split));
-    set("train_weighted_split_paths", PyValue::none());
-    set("valid_weighted_split_paths", PyValue::none());
-    set("test_weighted_split_paths", PyValue::none());
-    set("train_weighted_split_paths_path", text_or_none(a.data.train_weighted_split_paths_path));
-    set("valid_weighted_split_paths_path", text_or_none(a.data.valid_weighted_split_paths_path));
+    set("data_path", a.data.data_path.empty() ? PyValue::none() : text_list(a.data.data_path));
+    // parse_args gives --data-path runs BMD's default split when none is given (Mode 2 keeps None).
+    set("split", a.data.split ? str(*a.data.split) : a.data.data_path.empty() ? PyValue::none() : str("969, 30, 1"));
+    // Data loading Mode 2: BMD's parse_data_paths keeps each group's paths, weights and ranges as
+    // lists of strings (and the names); its -path action never stores the file's name (None).
+    const std::vector<std::string>* split_lists[3] = {&a.data.train_weighted_split_paths,
+                                                      &a.data.valid_weighted_split_paths, &a.data.test_weighted_split_paths};
+    std::array<std::optional<std::vector<data::WeightedSplitGroup>>, 3> split_groups;
+    for (int k = 0; k < 3; ++k)
+        if (!split_lists[k]->empty())
+            split_groups[static_cast<std::size_t>(k)] = data::parse_weighted_split_paths(data::weighted_split_flag(k), *split_lists[k]);
+    auto group_lists = [&](int k, auto member) {
+        const auto& g = split_groups[static_cast<std::size_t>(k)];
+        if (!g) return PyValue::none();
+        std::vector<PyValue> items;
+        for (const auto& group : *g) items.push_back(text_list(group.*member));
+        return PyValue::list(std::move(items));
+    };
+    set("train_weighted_split_paths", group_lists(0, &data::WeightedSplitGroup::paths));
+    set("valid_weighted_split_paths", group_lists(1, &data::WeightedSplitGroup::paths));
+    set("test_weighted_split_paths", group_lists(2, &data::WeightedSplitGroup::paths));
+    set("train_weighted_split_paths_path", PyValue::none());
+    set("valid_weighted_split_paths_path", PyValue::none());
     set("test_weighted_split_paths_path", PyValue::none());
     set("log_path", PyValue::none());
     set("vocab_file", text_or_none(a.data.vocab_file));
@@ -418,12 +437,23 @@ PyValue megatron_args(const train::TrainArgs& a, const model::GptModel& model, c
     set("rank", integer(rank));
     set("world_size", integer(a.parallel.world_size.value_or(1)));
     set("data_parallel_size", integer(a.parallel.data_parallel_size));
-    set("valid_weighted_split_names", PyValue::none());
-    set("valid_weighted_split_weights", PyValue::none());
-    set("valid_weighted_split_splits", PyValue::none());
-    set("test_weighted_split_names", PyValue::none());
-    set("test_weighted_split_weights", PyValue::none());
-    set("test_weighted_split_splits", PyValue::none());
+    // Mode 1 sets the valid_/test_ ones to None; in Mode 2 those of the flags given exist, as lists.
+    static const char* const split_prefix[3] = {"train_weighted_split_", "valid_weighted_split_", "test_weighted_split_"};
+    for (int k = 0; k < 3; ++k) {
+        const auto& g = split_groups[static_cast<std::size_t>(k)];
+        const std::string pre = split_prefix[k];
+        if (g) {
+            std::vector<PyValue> names;
+            for (const auto& group : *g) names.push_back(str(group.name));
+            m.set(pre + "names", PyValue::list(std::move(names)));
+            m.set(pre + "weights", group_lists(k, &data::WeightedSplitGroup::weights));
+            m.set(pre + "splits", group_lists(k, &data::WeightedSplitGroup::splits));
+        } else if (k > 0 && !a.data.data_path.empty()) {
+            m.set(pre + "names", PyValue::none());
+            m.set(pre + "weights", PyValue::none());
+            m.set(pre + "splits", PyValue::none());
+        }
+    }
     set("virtual_pipeline_model_parallel_size", PyValue::none());
     set("params_dtype", PyValue::global("torch", o.fp16 ? "float16" : o.bf16 ? "bfloat16" : "float32"));
     set("consumed_train_samples", integer(p.consumed_train_samples));
@@ -439,8 +469,21 @@ PyValue megatron_args(const train::TrainArgs& a, const model::GptModel& model, c
     set("do_train", integer(1));
     set("do_valid", boolean(p.do_valid));
     set("do_test", boolean(p.do_test));
-    set("data_prefixes", PyValue::none());
-    set("data_weights", PyValue::none());
+    // training.py: the blended training datasets' prefixes and normalized weights (analyze_data_prefix).
+    std::optional<data::DataPath> blended;
+    if (a.data.data_path.size() > 1)
+        blended = data::parse_data_path(a.data.data_path);
+    else if (split_groups[0] && split_groups[0]->size() == 1 && split_groups[0]->front().paths.size() > 1)
+        blended = data::weighted_split_data_path(split_groups[0]->front(), "--train-weighted-split-paths");
+    if (blended) {
+        std::vector<PyValue> weights;
+        for (double w : blended->weights) weights.push_back(floating(w));
+        set("data_prefixes", text_list(blended->prefixes));
+        set("data_weights", PyValue::list(std::move(weights)));
+    } else {
+        set("data_prefixes", PyValue::none());
+        set("data_weights", PyValue::none());
+    }
     set("mds_version", str(mds_version()));
     return instance("argparse", "Namespace", d);
 }
@@ -588,30 +631,136 @@ TiedModule tied_module(const model::GptModel& model, Communicator* comm) {
     return t;
 }
 
-// This rank's partition with the extra tied parameters in DeepSpeed's groups (one data-parallel rank:
-// each parameter whole in its group).
-StatePartition with_tied_module(const StatePartition& part, const TiedModule& tied) {
-    std::map<std::size_t, const StateSlice*> by_param;
-    for (const auto& g : part.slices)
-        for (const auto& sl : g) by_param[sl.where.param] = &sl;
+// DeepSpeed's partition `rank` of `count` of the last stage's flat groups with the tied module's
+// extra parameters (TiedModule). The stage's own elements come from the optimizer's state: all on
+// this rank when it is not partitioned; under ZeRO-1 or the BF16 optimizer the extra tensors shift
+// DeepSpeed's partition boundaries away from the optimizer's, and the data-parallel ranks exchange
+// the pieces each one lacks, point to point (a collective over the data-parallel group: every rank of
+// the last stage calls it). The extra parameters carry the first stage's values and zero moments.
+StatePartition with_tied_module(const AdamOptimizer& opt, const std::vector<model::Parameter>& params,
+                                const TiedModule& tied, int rank, int count, Communicator* comm) {
     StatePartition out;
-    out.rank = part.rank;
-    out.count = part.count;
-    out.groups = optimizer_groups(tied.params, part.count);
-    const auto fragments = partition_groups(out.groups, tied.params, part.count);
-    for (std::size_t g = 0; g < out.groups.size(); ++g) {
-        out.partition_numel.push_back((out.groups[g].numel + out.groups[g].padding) / part.count);
-        out.slices.emplace_back();
-        for (const auto& f : fragments[g][static_cast<std::size_t>(part.rank)]) {
-            const int origin = tied.origin[f.param];
-            if (origin >= 0) {
-                const auto* sl = by_param.at(static_cast<std::size_t>(origin));
-                out.slices.back().push_back({f, sl->master, sl->exp_avg, sl->exp_avg_sq});
-            } else {
-                const auto& v = tied.params[f.param].tensor;
-                const auto zeros = at::zeros({v.numel()}, v.options());
-                out.slices.back().push_back({f, v.reshape({-1}), zeros, zeros});
+    out.rank = rank;
+    out.count = count;
+    out.groups = optimizer_groups(tied.params, count);
+    const auto ds = partition_groups(out.groups, tied.params, count);
+    const bool partitioned = opt.partitioned() && count > 1;
+    const StatePartition mine = partitioned ? opt.state_partition(rank, count) : opt.state_partition(0, 1);
+
+    // Where each parameter's elements are: [param] -> (rank, fragment); all here when not partitioned.
+    std::map<std::size_t, std::vector<std::pair<int, Fragment>>> held;
+    if (partitioned) {
+        const auto layout = partition_groups(optimizer_groups(params, count), params, count);
+        for (const auto& group : layout)
+            for (int r = 0; r < count; ++r)
+                for (const auto& f : group[static_cast<std::size_t>(r)]) held[f.param].emplace_back(r, f);
+    } else {
+        for (const auto& group : mine.slices)
+            for (const auto& sl : group) held[sl.where.param].emplace_back(rank, sl.where);
+    }
+    std::map<std::size_t, std::vector<const StateSlice*>> local;
+    for (const auto& group : mine.slices)
+        for (const auto& sl : group) local[sl.where.param].push_back(&sl);
+    auto local_piece = [&](std::size_t param, std::int64_t lo, std::int64_t hi, int which) {
+        for (const auto* sl : local.at(param))
+            if (lo >= sl->where.offset && hi <= sl->where.offset + sl->where.length) {
+                const auto& t = which == 0 ? sl->master : which == 1 ? sl->exp_avg : sl->exp_avg_sq;
+                return t.reshape({-1}).narrow(0, lo - sl->where.offset, hi - lo);
             }
+        throw Error("checkpoint: parameter " + params[param].full_name() + " elements [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + ") are not in this rank's optimizer partition");
+    };
+
+    // Every piece any rank needs, in one order all ranks compute alike: (source, target, param, range).
+    struct Piece {
+        int src = 0, dst = 0;
+        std::size_t fragment = 0;  // which of the target's fragments (its own parameters', in order)
+        std::size_t param = 0;
+        std::int64_t lo = 0, hi = 0;
+    };
+    std::vector<Piece> pieces;
+    const int first_dst = partitioned ? 0 : rank, end_dst = partitioned ? count : rank + 1;
+    for (int r = first_dst; r < end_dst; ++r) {
+        std::size_t fragment = 0;
+        for (const auto& group : ds)
+            for (const auto& f : group[static_cast<std::size_t>(r)]) {
+                const int origin = tied.origin[f.param];
+                if (origin < 0) continue;
+                const auto param = static_cast<std::size_t>(origin);
+                for (const auto& [src, h] : held[param]) {
+                    const std::int64_t lo = std::max(f.offset, h.offset), hi = std::min(f.offset + f.length, h.offset + h.length);
+                    if (hi > lo) pieces.push_back({src, r, fragment, param, lo, hi});
+                }
+                ++fragment;
+            }
+    }
+
+    // The exchange: one message each way between two ranks, masters then first then second moments.
+    std::map<int, at::Tensor> received;
+    if (partitioned) {
+        const auto members = comm->members(Group::Data);
+        const auto f32 = mine.slices.empty() || mine.slices[0].empty()
+                             ? at::TensorOptions().dtype(at::kFloat).device(params.at(0).tensor.device())
+                             : mine.slices[0][0].master.options();
+        std::vector<Communicator::Transfer> transfers;
+        for (int peer = 0; peer < count; ++peer) {
+            if (peer == rank) continue;
+            std::vector<at::Tensor> outgoing[3];
+            std::int64_t incoming = 0;
+            for (const auto& pc : pieces) {
+                if (pc.src == rank && pc.dst == peer)
+                    for (int w = 0; w < 3; ++w) outgoing[w].push_back(local_piece(pc.param, pc.lo, pc.hi, w));
+                if (pc.src == peer && pc.dst == rank) incoming += pc.hi - pc.lo;
+            }
+            if (!outgoing[0].empty()) {
+                std::vector<at::Tensor> all;
+                for (auto& o : outgoing) all.insert(all.end(), o.begin(), o.end());
+                transfers.push_back({at::cat(all), members[static_cast<std::size_t>(peer)], true, 0});
+            }
+            if (incoming > 0) {
+                received[peer] = at::empty({3 * incoming}, f32);
+                transfers.push_back({received[peer], members[static_cast<std::size_t>(peer)], false, 0});
+            }
+        }
+        comm->exchange(transfers, Group::Data);
+    }
+
+    // This rank's partition, fragment by fragment.
+    std::map<int, std::int64_t> read, total;  // per source: elements taken so far, and in all
+    for (const auto& pc : pieces)
+        if (pc.dst == rank && pc.src != rank) total[pc.src] += pc.hi - pc.lo;
+    std::size_t next = 0, fragment = 0;
+    while (next < pieces.size() && pieces[next].dst != rank) ++next;
+    for (std::size_t g = 0; g < out.groups.size(); ++g) {
+        out.partition_numel.push_back((out.groups[g].numel + out.groups[g].padding) / count);
+        out.slices.emplace_back();
+        for (const auto& f : ds[g][static_cast<std::size_t>(rank)]) {
+            const int origin = tied.origin[f.param];
+            if (origin < 0) {
+                const auto v = tied.params[f.param].tensor.reshape({-1}).narrow(0, f.offset, f.length);
+                const auto zeros = at::zeros({f.length}, v.options());
+                out.slices.back().push_back({f, v, zeros, zeros});
+                continue;
+            }
+            StateSlice sl{f, {}, {}, {}};
+            at::Tensor* dst[3] = {&sl.master, &sl.exp_avg, &sl.exp_avg_sq};
+            std::vector<at::Tensor> parts[3];
+            std::int64_t covered = 0;
+            for (; next < pieces.size() && pieces[next].dst == rank && pieces[next].fragment == fragment; ++next) {
+                const auto& pc = pieces[next];
+                const std::int64_t n = pc.hi - pc.lo;
+                for (int w = 0; w < 3; ++w)
+                    parts[w].push_back(pc.src == rank ? local_piece(pc.param, pc.lo, pc.hi, w)
+                                                      : received.at(pc.src).narrow(0, w * total[pc.src] + read[pc.src], n));
+                read[pc.src] += n;
+                covered += n;
+            }
+            if (covered != f.length)
+                throw Error("checkpoint: parameter " + params[static_cast<std::size_t>(origin)].full_name() + " has " +
+                            std::to_string(covered) + " of " + std::to_string(f.length) + " elements of its DeepSpeed partition");
+            for (int w = 0; w < 3; ++w) *dst[w] = parts[w].size() == 1 ? parts[w][0] : at::cat(parts[w]);
+            out.slices.back().push_back(sl);
+            ++fragment;
         }
     }
     return out;
@@ -759,13 +908,17 @@ void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std:
                                                   PyValue::none()}));
         r.set("np_rng_state", numpy_state(static_cast<std::uint32_t>(seed)));
         r.set("torch_rng_state", file.tensor(generator_state(at::detail::getDefaultCPUGenerator())));
-        const auto device = model.device();
-        at::Tensor cuda_state = device.is_cuda() ? generator_state(at::globalContext().defaultGenerator(device))
-                                                 : philox_seed_state(seed);
-        r.set("cuda_rng_state", file.tensor(cuda_state));
+        // The model's dropout generators (GptModel::dropout_generator): on the CPU, CPU states in
+        // both places, as the real program's CPU runs save them; on a GPU the device's state, and
+        // for the tracker (not kept apart there) model_parallel_cuda_manual_seed's seed:
+        // seed + 100 × pipeline rank + 2718 + tensor-parallel rank.
+        r.set("cuda_rng_state", file.tensor(generator_state(model.dropout_generator())));
         auto tracker = PyValue::dict();
-        // Megatron's model_parallel_cuda_manual_seed: seed + 2718 + tensor-parallel rank.
-        tracker.as_dict().set("model-parallel-rng", file.tensor(philox_seed_state(seed + 2718 + static_cast<std::uint64_t>(tp_rank))));
+        const std::uint64_t tracker_seed = seed + 100 * static_cast<std::uint64_t>(model.pipeline_stage().rank) + 2718 +
+                                           static_cast<std::uint64_t>(tp_rank);
+        tracker.as_dict().set("model-parallel-rng", file.tensor(model.separate_attention_dropout_generator()
+                                                                    ? generator_state(model.attention_dropout_generator())
+                                                                    : philox_seed_state(tracker_seed)));
         r.set("rng_tracker_states", tracker);
     }
     r.set("mds_version", str(mds_version()));
@@ -928,9 +1081,12 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
             // The save's own error is the one to report.
         }
     };
-    // The last stage's tied module as DeepSpeed saves it (one data-parallel rank: with several, the
-    // extra tensors would move DeepSpeed's partition boundaries; not done yet, see docs/mds-train.md).
-    const TiedModule tied = dp == 1 ? tied_module(model, comm) : TiedModule{};
+    // The last stage's tied module as DeepSpeed saves it, and this rank's optimizer partition in
+    // DeepSpeed's groups (collectives: every rank takes part, before any file is written).
+    const TiedModule tied = tied_module(model, comm);
+    std::optional<StatePartition> tied_part;
+    if (!tied.params.empty() && !args.checkpoint.no_save_optim)
+        tied_part = with_tied_module(optimizer, model.parameters(), tied, dp_rank, dp, comm);
     if (dp_rank == 0)  // one copy of each model-parallel (TP x PP) shard
         attempt([&] {
             write_layer_files(tmp.string(), model);
@@ -940,10 +1096,10 @@ CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t or
         attempt([&] {
             const auto part = optimizer.state_partition(dp_rank, dp);
             const std::string file = (tmp / ckpt::ds_optim_file(args.optimizer.bf16, dp_rank, mp_rank)).string();
-            if (tied.params.empty())
+            if (!tied_part)
                 write_optimizer_file(file, args, model.parameters(), optimizer, part, progress);
             else
-                write_optimizer_file(file, args, tied.params, optimizer, with_tied_module(part, tied), progress);
+                write_optimizer_file(file, args, tied.params, optimizer, *tied_part, progress);
         });
     try {
         agree({}, "writing its files");
@@ -1249,19 +1405,50 @@ void CheckpointLoader::load_optimizer(AdamOptimizer& optimizer, const model::Gpt
     }
 }
 
-void CheckpointLoader::load_rng(bool cuda, int cuda_index) const {
+std::vector<std::string> CheckpointLoader::load_rng(const model::GptModel& model) const {
     const auto& r = impl_->mp_rank->root();
     const std::string where = impl_->mp_rank->path();
-    auto restore = [&](const char* key, at::Generator gen) {
-        const auto* v = r.find(key);
+    std::vector<std::string> warnings;
+    auto saved = [&](const PyValue* v, const std::string& key) {
         if (!v || v->is_none())
-            throw Error(where + " has no " + std::string(key) + " (saved with --no-save-rng?); resume with --no-load-rng");
-        const auto t = to_tensor(impl_->mp_rank->tensor(*v, key));
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        gen.set_state(t);
+            throw Error(where + " has no " + key + " (saved with --no-save-rng?); resume with --no-load-rng");
+        return to_tensor(impl_->mp_rank->tensor(*v, key));
     };
-    restore("torch_rng_state", at::detail::getDefaultCPUGenerator());
-    if (cuda) restore("cuda_rng_state", at::globalContext().defaultGenerator(c10::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cuda_index))));
+    // A state of another kind of generator than `gen` (a GPU run's 16-byte Philox state on the CPU,
+    // or a CPU state on a GPU): Philox at offset 0 is its seed, which a CPU generator takes; anything
+    // else cannot continue the same stream, and the generator keeps its seeding (a warning).
+    auto restore = [&](const at::Tensor& state, at::Generator gen, const std::string& key) {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        const at::Tensor mine = gen.get_state();
+        if (state.numel() == mine.numel() && state.scalar_type() == mine.scalar_type()) {
+            gen.set_state(state);
+            return;
+        }
+        if (state.numel() == 16 && state.scalar_type() == at::kByte && gen.device().is_cpu()) {
+            std::uint64_t philox[2];
+            std::memcpy(philox, state.contiguous().data_ptr(), sizeof philox);
+            if (philox[1] == 0) {
+                gen.set_current_seed(philox[0]);
+                return;
+            }
+        }
+        warnings.push_back(where + ": " + key + " is the state of a " + (state.numel() == 16 ? "GPU (Philox)" : "CPU") +
+                           " generator, which this " + (gen.device().is_cpu() ? "CPU" : "GPU") +
+                           " run cannot continue; dropout draws from this run's own seeding instead");
+    };
+    {
+        auto cpu = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(cpu.mutex());
+        cpu.set_state(saved(r.find("torch_rng_state"), "torch_rng_state"));
+    }
+    restore(saved(r.find("cuda_rng_state"), "cuda_rng_state"), model.dropout_generator(), "cuda_rng_state");
+    if (model.separate_attention_dropout_generator()) {
+        const auto* tracker = r.find("rng_tracker_states");
+        const PyValue* state = tracker && tracker->type() == ckpt::PyType::Dict ? tracker->find("model-parallel-rng") : nullptr;
+        restore(saved(state, "rng_tracker_states['model-parallel-rng']"), model.attention_dropout_generator(),
+                "rng_tracker_states['model-parallel-rng']");
+    }
+    return warnings;
 }
 
 TrainingProgress CheckpointLoader::progress() const {

@@ -276,7 +276,7 @@ struct Communicator::Impl {
     // ranks that send to each other do not wait on each other. On NCCL (`coalesce`) they go in one
     // NCCL group call, as torch.distributed.batch_isend_irecv: NCCL runs a group's sends and receives
     // together, where separate calls would block each other on the communicator's stream.
-    void run_p2p(const std::string& what, const std::vector<int>& peers,
+    void run_p2p(const std::string& what, const std::vector<int>& peers, Group group,
                  const std::vector<std::function<c10::intrusive_ptr<c10d::Work>()>>& starts,
                  const c10::intrusive_ptr<c10d::Backend>& coalesce) {
         set_phase("in " + what);
@@ -291,7 +291,7 @@ struct Communicator::Impl {
                 for (auto& w : works) w->wait();
             }
         } catch (const std::exception& e) {
-            const std::string cause = diagnose(peers, Group::Pipeline, 0);
+            const std::string cause = diagnose(peers, group, 0);
             abort_nccl();
             throw Error("rank " + std::to_string(rank()) + ": " + what + " failed: " + cause + " [" + short_message(e) + "]");
         }
@@ -476,10 +476,10 @@ std::vector<at::Tensor> Communicator::all_gather(const at::Tensor& input, Group 
     return out[0];
 }
 
-void Communicator::exchange(const std::vector<Transfer>& transfers) {
+void Communicator::exchange(const std::vector<Transfer>& transfers, Group group) {
     if (transfers.empty()) return;
-    auto& g = impl_->group(Group::Pipeline);
-    if (!g.pg) throw Error("point-to-point transfers need a pipeline of several stages");
+    auto& g = impl_->group(group);
+    if (!g.pg) throw Error("point-to-point transfers need a group of several ranks");
     const bool nccl = g.is_nccl(transfers.front().tensor);
     const auto& backend = g.for_tensor(transfers.front().tensor);
     // What the engine reads or fills. Gloo moves host memory only: CUDA tensors go through the host.
@@ -511,7 +511,7 @@ void Communicator::exchange(const std::vector<Transfer>& transfers) {
         peers.push_back(t.peer);
         what += std::string(what.empty() ? "" : " and ") + (t.send ? "sending to rank " : "receiving from rank ") + std::to_string(t.peer);
     }
-    impl_->run_p2p(what, peers, starts, nccl ? backend : c10::intrusive_ptr<c10d::Backend>());
+    impl_->run_p2p(what, peers, group, starts, nccl ? backend : c10::intrusive_ptr<c10d::Backend>());
     for (auto& [dst, i] : landing) dst.copy_(bufs[i][0]);
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "mds/data/gpt_datasets.h"
+#include "mds/data/weighted_split.h"
 #include "mds/model/gpt_model.h"
 #include "mds/observe/carbon_tracker.h"
 #include "mds/observe/flops.h"
@@ -114,19 +115,47 @@ private:
     std::optional<optim::MegatronGradScaler> megatron_;
 };
 
-// One micro batch of `mbs` samples starting at sample `first` of `split`, as [mbs, seq + 1].
-at::Tensor micro_batch(const data::GptDatasets& ds, int split, std::int64_t first, std::int64_t mbs, std::int64_t seq,
+// Sample n of one dataset (the training one, a validation or test split or group): seq + 1 token ids.
+using Sampler = std::function<std::vector<std::int64_t>(std::int64_t)>;
+
+// One micro batch of `mbs` samples starting at sample `first`, as [mbs, seq + 1].
+at::Tensor micro_batch(const Sampler& sample, std::int64_t first, std::int64_t mbs, std::int64_t seq,
                        c10::Device device) {
     auto t = at::empty({mbs, seq + 1}, at::TensorOptions().dtype(at::kLong));
     auto* out = t.data_ptr<std::int64_t>();
     for (std::int64_t i = 0; i < mbs; ++i) {
-        const auto s = ds.sample(split, first + i);
+        const auto s = sample(first + i);
         if (static_cast<std::int64_t>(s.size()) != seq + 1)
             throw Error("sample " + std::to_string(first + i) + " has " + std::to_string(s.size()) + " tokens, expected " +
                         std::to_string(seq + 1));
         std::copy(s.begin(), s.end(), out + i * (seq + 1));
     }
     return t.to(device);
+}
+
+// A validation or test dataset: Mode 1's split, or a named group of Mode 2. Megatron-DeepSpeed logs
+// a group as "NAME loss at ..." under TensorBoard's lm-loss-validation/NAME/.
+struct EvalSet {
+    std::optional<std::string> group;
+    Sampler sample;
+    std::int64_t consumed = 0;  // samples this set has served
+};
+
+// The -path files' groups as the flags' values (parse_data_paths_path), checked as Megatron does.
+train::TrainArgs with_weighted_split_files(const train::TrainArgs& given) {
+    train::TrainArgs args = given;
+    std::vector<std::string>* lists[3] = {&args.data.train_weighted_split_paths, &args.data.valid_weighted_split_paths,
+                                          &args.data.test_weighted_split_paths};
+    const std::string* files[3] = {&args.data.train_weighted_split_paths_path, &args.data.valid_weighted_split_paths_path,
+                                   &args.data.test_weighted_split_paths_path};
+    for (int k = 0; k < 3; ++k) {
+        const auto kk = static_cast<std::size_t>(k);
+        if (files[kk]->empty()) continue;
+        std::string flag = data::weighted_split_flag(k);
+        flag += "-path";
+        *lists[kk] = data::read_weighted_split_paths_file(flag, *files[kk]);
+    }
+    return args;
 }
 
 struct IntervalStats {
@@ -137,8 +166,11 @@ struct IntervalStats {
 
 }  // namespace
 
-RunSummary run_training(const train::TrainArgs& args, const RunOptions& options) {
+RunSummary run_training(const train::TrainArgs& given_args, const RunOptions& options) {
     const auto process_start = Clock::now();
+    // Megatron-DeepSpeed reads the --*-weighted-split-paths-path files while parsing its flags and keeps
+    // their groups as the --*-weighted-split-paths values: so does this copy (the checkpoint args too).
+    const train::TrainArgs args = with_weighted_split_files(given_args);
     if (args.checkpoint.finetune && args.checkpoint.load.empty()) throw UsageError("--finetune needs --load");
     const auto& launch = options.launch;
     const int world = launch.world_size;
@@ -149,10 +181,26 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
                          std::to_string(pp_size) + " x data-parallel size " + std::to_string(args.parallel.data_parallel_size) +
                          " is not the " + std::to_string(world) + " processes started (" +
                          (launch.source.empty() ? std::string("no launcher") : launch.source) + ")");
-    if (args.data.data_path.empty()) throw UsageError("--data-path is required");
-    if (!args.data.train_weighted_split_paths_path.empty() || !args.data.valid_weighted_split_paths_path.empty())
-        throw UsageError("--train-weighted-split-paths-path / --valid-weighted-split-paths-path are not supported by "
-                         "mds-train yet; use --data-path with weights and --split");
+    const bool weighted_split = !args.data.train_weighted_split_paths.empty();
+    if (args.data.data_path.empty() && !weighted_split)
+        throw UsageError("--data-path (or --train-weighted-split-paths / --train-weighted-split-paths-path) is required");
+    std::array<std::vector<data::WeightedSplitGroup>, 3> split_groups;  // Mode 2, checked before any work
+    if (weighted_split) {
+        const std::vector<std::string>* lists[3] = {&args.data.train_weighted_split_paths,
+                                                    &args.data.valid_weighted_split_paths, &args.data.test_weighted_split_paths};
+        const std::string* files[3] = {&args.data.train_weighted_split_paths_path, &args.data.valid_weighted_split_paths_path,
+                                       &args.data.test_weighted_split_paths_path};
+        for (int k = 0; k < 3; ++k) {
+            const auto kk = static_cast<std::size_t>(k);
+            std::string where;
+            if (!files[kk]->empty()) {
+                where = "from ";
+                where += *files[kk];
+                where += " line 1";
+            }
+            split_groups[kk] = data::parse_weighted_split_paths(data::weighted_split_flag(k), *lists[kk], where);
+        }
+    }
 
     train::install_stop_signal_handlers();
     if (options.threads > 0) at::set_num_threads(static_cast<int>(options.threads));
@@ -214,7 +262,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
                " dummy tokens (new size: " + std::to_string(padded) + ")");
 
     const auto cfg = model_config(args, padded);
-    at::manual_seed(static_cast<std::uint64_t>(args.seed));
+    at::manual_seed(static_cast<std::uint64_t>(args.seed) + 100 * static_cast<std::uint64_t>(pp_rank));  // _set_random_seed
     model::TensorParallel tp;
     if (comm && tp_size > 1) {
         tp.rank = comm->coordinates().tp;
@@ -260,24 +308,55 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     auto calculator = train::make_num_micro_batches_calculator(args);
     const std::int64_t mbs = args.optimizer.micro_batch_size;
     const std::int64_t gbs = calculator.global_batch_size();
-    data::GptDatasetsOptions dopt;
-    dopt.data_path = args.data.data_path;
-    if (args.data.split) dopt.split = *args.data.split;
-    dopt.seq_length = static_cast<std::int32_t>(cfg.seq_length);
-    dopt.seed = args.seed;
-    dopt.num_samples.train_samples = args.length.train_samples;
-    dopt.num_samples.train_iters = args.length.train_iters;
-    dopt.num_samples.global_batch_size = gbs;
-    dopt.num_samples.eval_interval = args.logging.eval_interval;
-    dopt.num_samples.eval_iters = args.logging.eval_iters;
+    data::NumSamplesOptions num_samples;
+    num_samples.train_samples = args.length.train_samples;
+    num_samples.train_iters = args.length.train_iters;
+    num_samples.global_batch_size = gbs;
+    num_samples.eval_interval = args.logging.eval_interval;
+    num_samples.eval_iters = args.logging.eval_iters;
     if (const auto& r = args.optimizer.rampup_batch_size)
-        dopt.num_samples.rampup_batch_size = std::array<std::int64_t, 3>{r->start_global_batch_size, r->batch_size_increment,
-                                                                         r->ramp_up_samples};
-    dopt.log = [&info](const std::string& m) { info(m); };
-    data::GptDatasets datasets(dopt);
-    const std::int64_t train_iters = datasets.summary().train_iters;
-    const bool do_valid = datasets.summary().sizes[1] > 0 && args.logging.eval_iters > 0;
-    const bool do_test = datasets.summary().sizes[2] > 0 && args.logging.eval_iters > 0;
+        num_samples.rampup_batch_size = std::array<std::int64_t, 3>{r->start_global_batch_size, r->batch_size_increment,
+                                                                    r->ramp_up_samples};
+    // Mode 1 (--data-path, --split): one train/valid/test split of the (blended) datasets. Mode 2: one
+    // training group and named validation/test groups, each its own (blended) dataset.
+    std::optional<data::GptDatasets> datasets;
+    std::optional<data::WeightedSplitDatasets> weighted;
+    Sampler train_sample;
+    std::vector<EvalSet> valid_sets, test_sets;
+    std::int64_t train_iters = 0;
+    if (weighted_split) {
+        data::WeightedSplitOptions wopt;
+        wopt.groups = split_groups;
+        wopt.seq_length = static_cast<std::int32_t>(cfg.seq_length);
+        wopt.seed = args.seed;
+        wopt.num_samples = num_samples;
+        wopt.log = [&info](const std::string& m) { info(m); };
+        const auto& w = weighted.emplace(wopt);
+        train_iters = w.train_iters();
+        train_sample = [&w](std::int64_t n) { return w.sample(0, 0, n); };
+        for (int k = 1; k <= 2 && args.logging.eval_iters > 0; ++k)
+            for (std::size_t g = 0; g < w.groups(k).size(); ++g)
+                (k == 1 ? valid_sets : test_sets)
+                    .push_back({w.groups(k)[g].name, [&w, k, g](std::int64_t n) { return w.sample(k, g, n); }, 0});
+    } else {
+        data::GptDatasetsOptions dopt;
+        dopt.data_path = args.data.data_path;
+        if (args.data.split) dopt.split = *args.data.split;
+        dopt.seq_length = static_cast<std::int32_t>(cfg.seq_length);
+        dopt.seed = args.seed;
+        dopt.num_samples = num_samples;
+        dopt.log = [&info](const std::string& m) { info(m); };
+        const auto& d = datasets.emplace(dopt);
+        train_iters = d.summary().train_iters;
+        train_sample = [&d](std::int64_t n) { return d.sample(0, n); };
+        for (int k = 1; k <= 2 && args.logging.eval_iters > 0; ++k)
+            if (d.summary().sizes[static_cast<std::size_t>(k)] > 0)
+                // Megatron-DeepSpeed names Mode 1's sets as groups too: "valid loss at ...", lm-loss-validation/valid/...
+                (k == 1 ? valid_sets : test_sets)
+                    .push_back({std::string(k == 1 ? "valid" : "test"), [&d, k](std::int64_t n) { return d.sample(k, n); }, 0});
+    }
+    const bool do_valid = !valid_sets.empty();
+    const bool do_test = !test_sets.empty();
 
     optim::LrSchedule schedule(optim::lr_schedule_params_from_config(args.optimizer, args.length.train_iters,
                                                                      args.length.train_samples, gbs));
@@ -332,7 +411,9 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         if (!args.checkpoint.no_load_optim) loader->load_optimizer(optimizer, model, resumed);
         schedule.load_state(resumed.lr, optim::lr_checkpoint_policy(args.optimizer));
         scaler.load_from(resumed);
-        if (!args.checkpoint.no_load_rng) loader->load_rng(device.is_cuda(), device.index());
+        if (!args.checkpoint.no_load_rng)
+            for (const auto& w : loader->load_rng(model))
+                if (info_rank) print_warning(w);
         info("  successfully loaded checkpoint from " + args.checkpoint.load + " at iteration " +
                    std::to_string(resumed.iteration) + (args.checkpoint.no_load_optim ? " (without optimizer states)" : "") +
                    (args.checkpoint.no_load_rng ? " (without RNG states)" : ""));
@@ -340,6 +421,11 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         info("  successfully loaded the weights of " + loader->directory() + " for fine-tuning from iteration 0");
     }
     loader.reset();
+    // Megatron checks the batch size in force after loading and at every step; the batch-size
+    // ramp-up's later sizes are checked here too, so that a data-parallel size that only some of
+    // them divide stops the run now, not hours into it (tr1-13B resumed its ramp-up on 4x the nodes).
+    calculator.check_remaining_batch_sizes(resumed.consumed_train_samples, resumed.iteration, train_iters);
+    calculator.update(resumed.consumed_train_samples);
 
     // One carbon tracker per node (here: the process) covering its GPUs; CPU and RAM are measured
     // once per node, never per rank.
@@ -427,7 +513,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
 
     // The micro batches of one step: Megatron's pretraining sampler gives micro batch j of the step
     // the samples [j·mbs·DP, (j+1)·mbs·DP) of the global batch, of which this rank takes its mbs.
-    auto pipeline_step = [&](int split, std::int64_t first_sample, std::int64_t nmb, std::int64_t seqlen) {
+    auto pipeline_step = [&](const Sampler& sample, std::int64_t first_sample, std::int64_t nmb, std::int64_t seqlen) {
         PipelineStep ps;
         ps.model = &model;
         ps.comm = comm.get();
@@ -436,44 +522,59 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         ps.micro_batches = nmb;
         ps.micro_batch_size = mbs;
         ps.seq_length = seqlen;
-        ps.batch = [&datasets, split, first_sample, seqlen, mbs, dp, dp_rank, device, seq = cfg.seq_length](std::int64_t j) {
-            auto b = micro_batch(datasets, split, first_sample + j * mbs * dp + dp_rank * mbs, mbs, seq, device);
+        ps.batch = [&sample, first_sample, seqlen, mbs, dp, dp_rank, device, seq = cfg.seq_length](std::int64_t j) {
+            auto b = micro_batch(sample, first_sample + j * mbs * dp + dp_rank * mbs, mbs, seq, device);
             return std::make_pair(b.narrow(1, 0, seqlen), b.narrow(1, 1, seqlen));
         };
         return ps;
     };
 
-    auto evaluate = [&](const std::string& prefix, int split, std::int64_t& consumed_split) {
+    // Megatron-DeepSpeed's evaluate_and_print_results for one validation or test set. A Mode 2 group
+    // prints "NAME loss at ..." and writes lm-loss-validation/NAME/...; the test sets at iteration 0,
+    // as Megatron passes it. Returns the samples served (Megatron adds them to consumed_valid_samples).
+    auto evaluate = [&](const std::string& prefix, EvalSet& set, bool test) {
         c10::NoGradGuard no_grad;
         model.set_training(false);
         sync_tp_norms();
         const std::int64_t nmb = calculator.num_micro_batches();
         double total = 0;
+        std::int64_t served = 0;
         for (std::int64_t it = 0; it < args.logging.eval_iters; ++it) {
-            total += pipeline_evaluate(pipeline_step(split, consumed_split, nmb, cfg.seq_length));
-            consumed_split += nmb * mbs * dp;
+            total += pipeline_evaluate(pipeline_step(set.sample, set.consumed, nmb, cfg.seq_length));
+            set.consumed += nmb * mbs * dp;
+            served += nmb * mbs * dp;
         }
         model.set_training(true);
         if (comm) total = comm->sum(total, Group::Data);
         const double loss = total / static_cast<double>(args.logging.eval_iters * nmb * dp);
-        if (log_rank) print_line(observe::format_validation_block(prefix, {{"lm loss", loss}}));
-        if (tb && split == 1) {
+        if (log_rank) print_line(observe::format_validation_block(prefix, {{"lm loss", loss}}, set.group));
+        if (tb && (!test || set.group)) {
             const double ppl = std::exp(std::min(20.0, loss));
-            tb->add_scalar("lm-loss-validation/lm loss validation", loss, iteration);
-            tb->add_scalar("lm-loss-validation/lm loss validation vs samples", loss, consumed);
-            tb->add_scalar("lm-loss-validation/lm loss validation vs tokens", loss, consumed_tokens);
-            tb->add_scalar("lm-loss-validation/lm loss validation vs gigaflos (without embeddings)", loss,
-                           static_cast<std::int64_t>(gigaflos_no_embeds));
+            std::string tag = "lm-loss-validation/";
+            if (set.group) {
+                tag += *set.group;
+                tag += "/";
+            }
+            tag += "lm loss validation";
+            const std::int64_t step = test ? 0 : iteration;
+            tb->add_scalar(tag, loss, step);
+            tb->add_scalar(tag + " vs samples", loss, consumed);
+            tb->add_scalar(tag + " vs tokens", loss, consumed_tokens);
+            tb->add_scalar(tag + " vs gigaflos (without embeddings)", loss, static_cast<std::int64_t>(gigaflos_no_embeds));
             if (args.logging.log_validation_ppl_to_tensorboard) {
-                tb->add_scalar("lm-loss-validation/lm loss validation ppl", ppl, iteration);
-                tb->add_scalar("lm-loss-validation/lm loss validation ppl vs samples", ppl, consumed);
-                tb->add_scalar("lm-loss-validation/lm loss validation ppl vs tokens", ppl, consumed_tokens);
-                tb->add_scalar("lm-loss-validation/lm loss validation ppl vs gigaflos (without embeddings)", ppl,
-                               static_cast<std::int64_t>(gigaflos_no_embeds));
+                tb->add_scalar(tag + " ppl", ppl, step);
+                tb->add_scalar(tag + " ppl vs samples", ppl, consumed);
+                tb->add_scalar(tag + " ppl vs tokens", ppl, consumed_tokens);
+                tb->add_scalar(tag + " ppl vs gigaflos (without embeddings)", ppl, static_cast<std::int64_t>(gigaflos_no_embeds));
             }
             tb->flush();
         }
-        return loss;
+        return served;
+    };
+    // Every validation set in order; on resume each starts at consumed_valid_samples / their number.
+    for (auto& v : valid_sets) v.consumed = consumed_valid / static_cast<std::int64_t>(valid_sets.size());
+    auto evaluate_valid = [&](const std::string& prefix) {
+        for (auto& v : valid_sets) consumed_valid += evaluate(prefix, v, false);
     };
 
     info("training " + std::to_string(train_iters) + " iterations of " + std::to_string(gbs) + " × " +
@@ -497,7 +598,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
 
         optimizer.zero_grad();
         sync_tp_norms();
-        auto train_step = pipeline_step(0, consumed, nmb, seqlen);
+        auto train_step = pipeline_step(train_sample, consumed, nmb, seqlen);
         if (reducer && args.parallel.overlap_grad_reduce) train_step.before_last_backward = [&reducer] { reducer->arm(); };
         // Megatron divides each micro batch's loss by the number of micro batches.
         const double loss_sum = pipeline_train(train_step, scale / static_cast<double>(nmb));
@@ -625,7 +726,7 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
         }
 
         if (do_valid && args.logging.eval_interval > 0 && iteration % args.logging.eval_interval == 0)
-            evaluate("iteration " + std::to_string(iteration), 1, consumed_valid);
+            evaluate_valid("iteration " + std::to_string(iteration));
 
         if (args.checkpoint.save_interval && iteration % *args.checkpoint.save_interval == 0) save();
 
@@ -668,10 +769,9 @@ RunSummary run_training(const train::TrainArgs& args, const RunOptions& options)
     }
 
     if (exit_reason == "finished") {
-        std::int64_t consumed_test = 0;
-        if (do_valid) evaluate("the end of training for val data", 1, consumed_valid);
-        if (do_test) evaluate("the end of training for test data", 2, consumed_test);
+        if (do_valid) evaluate_valid("the end of training for val data");
         if (iteration != 0) save();
+        for (auto& t : test_sets) (void)evaluate("the end of training for test data", t, true);
     }
     if (tb) tb->flush(true);
     if (carbon) {

@@ -30,6 +30,7 @@
 // counted twice in norms); the trainer keeps the two in step by summing their gradients.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -105,6 +106,18 @@ public:
     void set_training(bool training) { training_ = training; }
     bool training() const { return training_; }
 
+    // Dropout's random streams, as Megatron keeps them (mpu/random.py): the device's default
+    // generator (embedding and hidden dropout; checkpoints' cuda_rng_state) and the tensor-parallel
+    // tracker's 'model-parallel-rng' (attention dropout; rng_tracker_states), seeded as
+    // _set_random_seed does: seed + 100 × pipeline rank, and that + 2718 + tensor-parallel rank.
+    // On the CPU both are the model's own CPU generators, and the masks are drawn in Megatron's
+    // layouts ([s, b, h] hidden states, [b, n, s, s] attention probabilities), so a checkpoint's
+    // states continue the same masks as the real program's. On a GPU the device's default generator
+    // serves both (the fused attention kernel draws from it); the tracker is not kept apart there.
+    at::Generator dropout_generator() const { return dropout_gen_; }
+    at::Generator attention_dropout_generator() const { return attention_gen_; }
+    bool separate_attention_dropout_generator() const { return !device_.is_cuda(); }
+
     // tokens [b, s] int64 → logits [b, s, padded_vocab] in the model dtype.
     at::Tensor logits(const at::Tensor& tokens);
     // Mean cross entropy over the positions where loss_mask is 1 (Megatron's lm loss), in fp32.
@@ -130,6 +143,13 @@ private:
     at::Tensor final_norm(const at::Tensor& x);
     at::Tensor loss_from_hidden(const at::Tensor& hidden, const at::Tensor& labels, const at::Tensor& loss_mask);
     at::Tensor attention_bias(std::int64_t seq, c10::ScalarType dtype);
+    // Dropout with probability p of x [b, s, h] (training only); `seq_first`: the mask drawn for
+    // Megatron's [s, b, h] layout of the same values.
+    at::Tensor dropout(const at::Tensor& x, double p, bool seq_first) const;
+    // softmax(q kᵀ / sqrt(d) + bias or causal mask) with attention dropout, times v, written out
+    // (the CPU path with dropout, which draws its mask from the tracker's generator).
+    at::Tensor attention_with_dropout(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& attn_bias, double p) const;
     // Megatron's mappings (mpu/mappings.py): the forward sum over the group with the gradient passed
     // through, and the input of a column-parallel layer whose gradient is summed over the group.
     at::Tensor reduce_from_tp(const at::Tensor& x) const;
@@ -145,6 +165,7 @@ private:
     at::Tensor word_embeddings_, position_embeddings_, embed_ln_w_, embed_ln_b_, final_ln_w_, final_ln_b_;
     std::vector<Block> blocks_;
     at::Tensor alibi_slopes_;  // [heads] fp32 on the device, for BLOOM
+    at::Generator dropout_gen_, attention_gen_;
 };
 
 }  // namespace mds::model

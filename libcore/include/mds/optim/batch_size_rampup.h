@@ -11,9 +11,12 @@
 // where c is the number of samples consumed before the iteration. Example (tr1-13B): 16 16 5_000_000
 // with --global-batch-size 1024 runs 79365 samples at each of 16, 32, ..., 1008, then 1024.
 //
-// Divisibility is checked when the calculator is built, for every batch size the ramp can reach
-// (start, increment and gbs multiples of mbs × dp); Megatron checks each one only when training
-// reaches it. Errors say which numbers would work.
+// Divisibility as Megatron checks it: the constant global batch size, and with a ramp-up only the
+// batch size in force at each update (RampupBatchsizeNumMicroBatches.update's consistency_check),
+// so that BigScience's tr1-13B could ramp up on 16 nodes and resume on 64 with the same flags. On
+// top of that, check_remaining_batch_sizes() walks every batch size a run will still use from its
+// resume point, so that a batch size that would stop the run hours later is refused before the
+// first step. Errors say which numbers would work.
 #pragma once
 
 #include <cstdint>
@@ -31,12 +34,25 @@ struct BatchSizeRampupState {
 
 class NumMicroBatchesCalculator {
 public:
-    // Throws mds::UsageError with working alternatives when the sizes do not divide.
+    // Megatron's asserts, as mds::UsageError with working alternatives: a constant global batch size
+    // divisible by mbs × dp; a ramp-up whose interval gbs - start is a positive multiple of the
+    // increment (start and increment need not be multiples of mbs × dp: see update()).
     NumMicroBatchesCalculator(std::int64_t global_batch_size, std::int64_t micro_batch_size,
                               std::int64_t data_parallel_size, std::optional<RampupBatchSize> rampup = std::nullopt);
 
-    // Megatron update_num_microbatches(consumed_samples): sets the current global batch size.
-    void update(std::int64_t consumed_samples);
+    // Megatron update_num_microbatches(consumed_samples, consistency_check): sets the current global
+    // batch size; with the check, throws mds::UsageError when it is not divisible by mbs × dp.
+    void update(std::int64_t consumed_samples, bool consistency_check = true);
+
+    // Every global batch size a run resumed at `iteration` with `consumed_samples` uses until
+    // `train_iters`, walked iteration by iteration through the ramp: the first one not divisible by
+    // mbs × dp, described (the consumed samples and iteration where the run would reach it, from
+    // how many consumed samples on all are divisible, and what would work); nullopt when all divide.
+    std::optional<std::string> remaining_batch_sizes_problem(std::int64_t consumed_samples, std::int64_t iteration,
+                                                             std::int64_t train_iters) const;
+    // The same, thrown as mds::UsageError.
+    void check_remaining_batch_sizes(std::int64_t consumed_samples, std::int64_t iteration,
+                                     std::int64_t train_iters) const;
 
     std::int64_t num_micro_batches() const { return num_micro_batches_; }
     std::int64_t current_global_batch_size() const { return current_global_batch_size_; }

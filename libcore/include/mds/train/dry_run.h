@@ -85,6 +85,10 @@ struct DryRunReport {
     std::int64_t num_micro_batches = 0;
     // The 1F1B schedule's idle share of a step: (PP - 1) / (micro batches + PP - 1); 0 when PP = 1.
     double pipeline_bubble = 0.0;
+    // A run started from scratch on these GPUs would reach a ramp-up batch size not divisible by
+    // micro batch × DP (Megatron's check stops it there): what and where, and from how many consumed
+    // samples on a resumed run works (NumMicroBatchesCalculator::remaining_batch_sizes_problem).
+    std::optional<std::string> rampup_problem;
     std::string precision;                           // "fp16", "bf16" or "fp32"
     std::int64_t zero_stage = 0;
     // Data-parallel ranks the optimizer states are partitioned over: DP under ZeRO stage 1 and under

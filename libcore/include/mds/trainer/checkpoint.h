@@ -95,8 +95,11 @@ public:
     // Restores masters, moments and step count, and the fp16 loss scaler into `progress`; an error
     // suggests --no-load-optim when the checkpoint has no optimizer file (e.g. from mds-ckpt-shrink).
     void load_optimizer(AdamOptimizer& optimizer, const model::GptModel& model, TrainingProgress& progress) const;
-    // Restores the CPU (and, on a GPU, CUDA) generators; an error suggests --no-load-rng when absent.
-    void load_rng(bool cuda, int cuda_index) const;
+    // Restores the CPU generator and the model's dropout generators (cuda_rng_state, and on the CPU
+    // the tracker's 'model-parallel-rng'); an error suggests --no-load-rng when absent. Returns
+    // warnings for states another kind of generator saved (a GPU run's, resumed on the CPU: its
+    // Philox seed is taken when no draws were made, else this run's seeding stays).
+    std::vector<std::string> load_rng(const model::GptModel& model) const;
     // Iteration, consumed samples and tokens, LR schedule and loss-scaler states.
     TrainingProgress progress() const;
 

@@ -86,7 +86,8 @@ public:
     // Every member's `input` (same shape and dtype everywhere), in group order.
     std::vector<at::Tensor> all_gather(const at::Tensor& input, Group group);
 
-    // Point to point, between global ranks of one pipeline (activations and their gradients). `exchange`
+    // Point to point, between global ranks of one `group` (a pipeline's activations and their
+    // gradients; a data-parallel group's optimizer pieces at a checkpoint save). `exchange`
     // starts all its transfers before waiting for any (Megatron's batched isend/irecv), so that a
     // stage sending forward while its neighbour sends back does not deadlock; messages between two
     // ranks with one tag arrive in order. A received tensor must be contiguous.
@@ -96,7 +97,7 @@ public:
         bool send = true;
         int tag = 0;
     };
-    void exchange(const std::vector<Transfer>& transfers);
+    void exchange(const std::vector<Transfer>& transfers, Group group = Group::Pipeline);
 
     void barrier();
     // A last barrier, then the heartbeat stops: call before a normal exit so that rank 0, which

@@ -82,6 +82,22 @@ void read_tokenizer_json(const std::string& path, TokenizerFiles& t) {
             }
 }
 
+// The vocabulary of a tokenizer folder, for the id check: tokenizer.json, else GPT-2's vocab.json.
+// False when it has neither.
+bool read_folder_vocabulary(const fs::path& dir, TokenizerFiles& t) {
+    if (is_regular(dir / "tokenizer.json")) {
+        read_tokenizer_json((dir / "tokenizer.json").string(), t);
+        return true;
+    }
+    if (is_regular(dir / "vocab.json")) {
+        t.vocab = (dir / "vocab.json").string();
+        read_gpt2_vocab(t);
+        t.vocab.clear();
+        return true;
+    }
+    return false;
+}
+
 // args.<key> as a string, or "" when absent, None or not a string.
 std::string str_arg(const DsCheckpoint& ck, const char* key) {
     const auto* v = ck.arg(key);
@@ -165,14 +181,7 @@ TokenizerFiles hub_tokenizer(const DsCheckpoint& ck, const std::string& name, co
     if (t.files.empty())
         throw Error("the checkpoint's tokenizer (args.tokenizer_name_or_path " + in_quotes(name) + ") resolves to " + in_quotes(r.path) +
                     ", which holds no tokenizer files (tokenizer.json, vocab.json, ...); pass --tokenizer-dir or --no-tokenizer");
-    const fs::path dir = r.path;
-    if (is_regular(dir / "tokenizer.json")) {
-        read_tokenizer_json((dir / "tokenizer.json").string(), t);
-    } else if (is_regular(dir / "vocab.json")) {
-        t.vocab = (dir / "vocab.json").string();
-        read_gpt2_vocab(t);
-        t.vocab.clear();
-    }
+    (void)read_folder_vocabulary(r.path, t);
     note("tokenizer: args.tokenizer_name_or_path " + in_quotes(name) +
          (r.kind == hf_cache::Resolved::Kind::CacheSnapshot ? " from the Hugging Face cache: " + in_quotes(r.path) : found_as));
     return t;
@@ -187,16 +196,8 @@ TokenizerFiles find_tokenizer(const DsCheckpoint& ck, const ToHfOptions& options
         if (!is_folder(options.tokenizer_dir)) throw Error("--tokenizer-dir " + in_quotes(options.tokenizer_dir) + ": no such folder");
         t.kind = TokenizerFiles::Kind::Folder;
         t.folder = options.tokenizer_dir;
-        const fs::path dir = options.tokenizer_dir;
-        if (is_regular(dir / "tokenizer.json")) {
-            read_tokenizer_json((dir / "tokenizer.json").string(), t);
-        } else if (is_regular(dir / "vocab.json")) {
-            t.vocab = (dir / "vocab.json").string();
-            read_gpt2_vocab(t);
-            t.vocab.clear();
-        } else {
+        if (!read_folder_vocabulary(options.tokenizer_dir, t))
             note("warning: --tokenizer-dir " + in_quotes(t.folder) + " has neither tokenizer.json nor vocab.json; its token ids are not checked against the embedding");
-        }
         return t;
     }
 

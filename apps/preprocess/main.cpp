@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
         app.add_option("--vocab-file,--vocab", opt.vocab_file, "GPT-2 vocabulary (gpt2-vocab.json)")->type_name("FILE");
         app.add_option("--merge-file", opt.merge_file, "GPT-2 merges (gpt2-merges.txt)")->type_name("FILE");
         app.add_option("--tokenizer-file,--tokenizer-name-or-path", opt.tokenizer_file,
-                       "Hugging Face tokenizer.json with a byte-level BPE model (BLOOM's, GPT-2's), or a folder holding one")->type_name("FILE");
+                       "Hugging Face tokenizer.json with a byte-level BPE model (BLOOM's, GPT-2's), a folder holding one, or a "
+                       "Hub name (ORG/NAME) in the local Hugging Face cache")->type_name("FILE");
         app.add_option("--eod-token", opt.eod_token, "End-of-document token for --append-eod (default <|endoftext|>, "
                                                      "or </s> for tokenizer.json files that have it)")->type_name("TOKEN");
         app.add_flag("--append-eod", opt.append_eod, "Append the end-of-document token to every non-empty document");

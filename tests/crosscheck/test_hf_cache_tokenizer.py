@@ -234,6 +234,46 @@ def ckpt_to_hf(tmp, folders):
     print("mds-ckpt-to-hf: the checkpoint's PretrainedFromHF tokenizer comes from the cache (tokenizer files only)")
 
 
+def preprocess(tmp, folders):
+    """mds-preprocess takes the same Hub name from the cache: its documents are the ids transformers' offline
+    AutoTokenizer gives; an absent name is a usage error naming the cache folder."""
+    cache = os.path.join(tmp, "pre-cache")
+    cache_repo(cache, folders[2])
+    env = {**base_env(tmp), "HF_HUB_CACHE": cache}
+    docs = os.path.join(tmp, "pre.jsonl")
+    with open(docs, "w") as f:
+        for t in TEXTS[:4]:
+            f.write(json.dumps({"text": t}) + "\n")
+    out = os.path.join(tmp, "pre-out")
+    r = subprocess.run([os.path.abspath(os.path.join(BIN, "mds-preprocess")), "--input", docs, "--output-prefix", out,
+                        "--tokenizer-name-or-path", NAME, "--workers", "1", "--quiet"], env=env, capture_output=True, text=True)
+    if not check(r.returncode == 0, f"mds-preprocess --tokenizer-name-or-path {NAME}: exit {r.returncode}: {r.stderr[-600:]}"):
+        return
+    probe = ("import json, sys\nfrom transformers import AutoTokenizer\nt = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+             "print(json.dumps([t.encode(x, add_special_tokens=False) for x in sys.argv[2:]]))")
+    want = subprocess.run([sys.executable, "-c", probe, NAME, *TEXTS[:4]], env={**env, "HF_HUB_OFFLINE": "1"},
+                          capture_output=True, text=True)
+    if not check(want.returncode == 0, f"transformers: {want.stderr[-600:]}"):
+        return
+    want = json.loads(want.stdout.strip().splitlines()[-1])
+    import numpy as np
+    idx = open(out + "_text_document.idx", "rb").read()
+    count = int.from_bytes(idx[18:26], "little")
+    dtype = {1: np.uint8, 8: np.uint16, 4: np.int32}.get(idx[17], np.int32)
+    sizes = np.frombuffer(idx, np.int32, count, 34)
+    flat = np.fromfile(out + "_text_document.bin", dtype)
+    got, pos = [], 0
+    for n in sizes:
+        got.append(flat[pos:pos + n].tolist())
+        pos += int(n)
+    check(got == want, f"mds-preprocess ids {got[:1]} differ from transformers' {want[:1]}")
+    r = subprocess.run([os.path.abspath(os.path.join(BIN, "mds-preprocess")), "--input", docs, "--output-prefix", out + "x",
+                        "--tokenizer-name-or-path", "nobody/absent"], env=env, capture_output=True, text=True)
+    check(r.returncode == 2 and cache in r.stderr and "nobody/absent" in r.stderr,
+          f"mds-preprocess, absent Hub name: exit {r.returncode}: {r.stderr[-600:]}")
+    print("mds-preprocess: the Hub name's tokenizer from the cache gives transformers' ids")
+
+
 tokenizer_len = []
 with tempfile.TemporaryDirectory() as tmp:
     folders = []
@@ -245,6 +285,7 @@ with tempfile.TemporaryDirectory() as tmp:
     local_folder_wins(tmp, folders)
     errors(tmp, folders)
     ckpt_to_hf(tmp, folders)
+    preprocess(tmp, folders)
 
 for f in failures:
     print("FAIL:", f)

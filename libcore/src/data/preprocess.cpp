@@ -15,6 +15,7 @@
 
 #include "mds/data/indexed_dataset_builder.h"
 #include "mds/tokenizer/long_text.h"  // encode_long_text
+#include "mds/tokenizer/hf_name.h"
 #include "mds/tokenizer/tokenizer.h"
 #include "mds/util/error.h"
 #include "mds/util/json_line.h"
@@ -138,10 +139,9 @@ tok::Tokenizer load_tokenizer(const PreprocessOptions& o) {
         throw UsageError("the GPT-2 tokenizer needs both --vocab-file and --merge-file");
     if (!gpt2 && o.tokenizer_file.empty())
         throw UsageError("no tokenizer: give --vocab-file and --merge-file (GPT-2 BPE) or --tokenizer-file (tokenizer.json)");
-    // A Hugging Face model folder holds its tokenizer.json.
-    std::string hf = o.tokenizer_file;
-    if (!gpt2 && std::filesystem::is_directory(hf)) hf += "/tokenizer.json";
-    tok::Tokenizer t = gpt2 ? tok::Tokenizer::from_gpt2_files(o.vocab_file, o.merge_file) : tok::Tokenizer::from_hf_json(hf);
+    // A tokenizer.json, a Hugging Face model folder holding one, or a Hub name in the local cache.
+    tok::Tokenizer t = gpt2 ? tok::Tokenizer::from_gpt2_files(o.vocab_file, o.merge_file)
+                            : tok::Tokenizer::from_hf_json(tok::hf_tokenizer_json(o.tokenizer_file, "--tokenizer-file"));
     if (!o.eod_token.empty()) t.set_eod_token(o.eod_token);
     if (o.append_eod && t.eod_id() < 0)
         throw UsageError("--append-eod: the tokenizer has no end-of-document token; name one with --eod-token");

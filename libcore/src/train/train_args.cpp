@@ -176,17 +176,17 @@ void add_train_flags(CLI::App& app, TrainArgs& args) {
     d.group("Data");
     d.list("--data-path", args.data.data_path, "Dataset prefix, or weight prefix pairs for blending");
     d.text("--split", args.data.split, "Train,valid,test proportions of --data-path, e.g. 949,50,1");
-    d.list("--train-weighted-split-paths", args.data.train_weighted_split_paths,
+    d.list("--train-weighted-split-paths", args.data.weighted_split_paths[0],
            "The training dataset group \"NAME: W1 START:END P1, W2 START:END P2, ...\" (instead of --data-path)");
-    d.list("--valid-weighted-split-paths", args.data.valid_weighted_split_paths,
+    d.list("--valid-weighted-split-paths", args.data.weighted_split_paths[1],
            "Validation dataset groups, each evaluated on its own under its NAME");
-    d.list("--test-weighted-split-paths", args.data.test_weighted_split_paths,
+    d.list("--test-weighted-split-paths", args.data.weighted_split_paths[2],
            "Test dataset groups, each evaluated on its own under its NAME at the end of training");
-    d.text("--train-weighted-split-paths-path", args.data.train_weighted_split_paths_path,
+    d.text("--train-weighted-split-paths-path", args.data.weighted_split_paths_path[0],
            "File with --train-weighted-split-paths' group on one line, double-quoted");
-    d.text("--valid-weighted-split-paths-path", args.data.valid_weighted_split_paths_path,
+    d.text("--valid-weighted-split-paths-path", args.data.weighted_split_paths_path[1],
            "File with --valid-weighted-split-paths' groups on one line, each double-quoted");
-    d.text("--test-weighted-split-paths-path", args.data.test_weighted_split_paths_path,
+    d.text("--test-weighted-split-paths-path", args.data.weighted_split_paths_path[2],
            "File with --test-weighted-split-paths' groups on one line, each double-quoted");
     d.text("--vocab-file", args.data.vocab_file, "GPT-2 vocab.json");
     d.text("--merge-file", args.data.merge_file, "GPT-2 merges.txt");
@@ -549,27 +549,24 @@ void validate(TrainArgs& args) {
     {
         const auto& dt = args.data;
         bool mode2 = false;
-        const std::vector<std::string>* lists[3] = {&dt.train_weighted_split_paths, &dt.valid_weighted_split_paths,
-                                                    &dt.test_weighted_split_paths};
-        const std::string* files[3] = {&dt.train_weighted_split_paths_path, &dt.valid_weighted_split_paths_path,
-                                       &dt.test_weighted_split_paths_path};
-        const char* names[3] = {"--train-weighted-split-paths", "--valid-weighted-split-paths", "--test-weighted-split-paths"};
         for (int k = 0; k < 3; ++k) {
-            const std::string flag = names[k];
+            std::string flag = k == 0 ? "--train" : k == 1 ? "--valid" : "--test";
+            flag += "-weighted-split-paths";
             if (given(flag) && given(flag + "-path")) usage(flag + " and " + flag + "-path exclude each other: give one");
-            mode2 = mode2 || !lists[k]->empty() || !files[k]->empty();
+            const auto kk = static_cast<std::size_t>(k);
+            mode2 = mode2 || !dt.weighted_split_paths[kk].empty() || !dt.weighted_split_paths_path[kk].empty();
         }
         if (mode2 && (given("--data-path") || given("--split")))
             usage(std::string(given("--data-path") ? "--data-path" : "--split") +
                   ": data loading Mode 1 (--data-path and --split) and Mode 2 (--(train|valid|test)-weighted-split-paths) "
                   "are mutually exclusive");
-        if (mode2 && dt.train_weighted_split_paths.empty() && dt.train_weighted_split_paths_path.empty())
+        if (mode2 && dt.weighted_split_paths[0].empty() && dt.weighted_split_paths_path[0].empty())
             usage("--valid-weighted-split-paths and --test-weighted-split-paths (and their -path forms) need "
                   "--train-weighted-split-paths or --train-weighted-split-paths-path (Megatron-DeepSpeed: \"No "
                   "dataloading argument passed\")");
-        if (given("--train-weighted-split-paths") && dt.train_weighted_split_paths.size() != 1)
+        if (given("--train-weighted-split-paths") && dt.weighted_split_paths[0].size() != 1)
             usage("--train-weighted-split-paths: only 1 dataset group is allowed, got " +
-                  std::to_string(dt.train_weighted_split_paths.size()));
+                  std::to_string(dt.weighted_split_paths[0].size()));
     }
 
     // Checkpoints and logging.

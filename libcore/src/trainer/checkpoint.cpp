@@ -340,12 +340,11 @@ PyValue megatron_args(const train::TrainArgs& a, const model::GptModel& model, c
     set("split", a.data.split ? str(*a.data.split) : a.data.data_path.empty() ? PyValue::none() : str("969, 30, 1"));
     // Data loading Mode 2: BMD's parse_data_paths keeps each group's paths, weights and ranges as
     // lists of strings (and the names); its -path action never stores the file's name (None).
-    const std::vector<std::string>* split_lists[3] = {&a.data.train_weighted_split_paths,
-                                                      &a.data.valid_weighted_split_paths, &a.data.test_weighted_split_paths};
     std::array<std::optional<std::vector<data::WeightedSplitGroup>>, 3> split_groups;
-    for (int k = 0; k < 3; ++k)
-        if (!split_lists[k]->empty())
-            split_groups[static_cast<std::size_t>(k)] = data::parse_weighted_split_paths(data::weighted_split_flag(k), *split_lists[k]);
+    for (int k = 0; k < 3; ++k) {
+        const auto& values = a.data.weighted_split_paths[static_cast<std::size_t>(k)];
+        if (!values.empty()) split_groups[static_cast<std::size_t>(k)] = data::parse_weighted_split_paths(data::weighted_split_flag(k), values);
+    }
     auto group_lists = [&](int k, auto member) {
         const auto& g = split_groups[static_cast<std::size_t>(k)];
         if (!g) return PyValue::none();

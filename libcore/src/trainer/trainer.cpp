@@ -144,16 +144,12 @@ struct EvalSet {
 // The -path files' groups as the flags' values (parse_data_paths_path), checked as Megatron does.
 train::TrainArgs with_weighted_split_files(const train::TrainArgs& given) {
     train::TrainArgs args = given;
-    std::vector<std::string>* lists[3] = {&args.data.train_weighted_split_paths, &args.data.valid_weighted_split_paths,
-                                          &args.data.test_weighted_split_paths};
-    const std::string* files[3] = {&args.data.train_weighted_split_paths_path, &args.data.valid_weighted_split_paths_path,
-                                   &args.data.test_weighted_split_paths_path};
     for (int k = 0; k < 3; ++k) {
         const auto kk = static_cast<std::size_t>(k);
-        if (files[kk]->empty()) continue;
+        if (args.data.weighted_split_paths_path[kk].empty()) continue;
         std::string flag = data::weighted_split_flag(k);
         flag += "-path";
-        *lists[kk] = data::read_weighted_split_paths_file(flag, *files[kk]);
+        args.data.weighted_split_paths[kk] = data::read_weighted_split_paths_file(flag, args.data.weighted_split_paths_path[kk]);
     }
     return args;
 }
@@ -181,24 +177,21 @@ RunSummary run_training(const train::TrainArgs& given_args, const RunOptions& op
                          std::to_string(pp_size) + " x data-parallel size " + std::to_string(args.parallel.data_parallel_size) +
                          " is not the " + std::to_string(world) + " processes started (" +
                          (launch.source.empty() ? std::string("no launcher") : launch.source) + ")");
-    const bool weighted_split = !args.data.train_weighted_split_paths.empty();
+    const bool weighted_split = !args.data.weighted_split_paths[0].empty();
     if (args.data.data_path.empty() && !weighted_split)
         throw UsageError("--data-path (or --train-weighted-split-paths / --train-weighted-split-paths-path) is required");
     std::array<std::vector<data::WeightedSplitGroup>, 3> split_groups;  // Mode 2, checked before any work
     if (weighted_split) {
-        const std::vector<std::string>* lists[3] = {&args.data.train_weighted_split_paths,
-                                                    &args.data.valid_weighted_split_paths, &args.data.test_weighted_split_paths};
-        const std::string* files[3] = {&args.data.train_weighted_split_paths_path, &args.data.valid_weighted_split_paths_path,
-                                       &args.data.test_weighted_split_paths_path};
         for (int k = 0; k < 3; ++k) {
             const auto kk = static_cast<std::size_t>(k);
+            const std::string& file = args.data.weighted_split_paths_path[kk];
             std::string where;
-            if (!files[kk]->empty()) {
+            if (!file.empty()) {
                 where = "from ";
-                where += *files[kk];
+                where += file;
                 where += " line 1";
             }
-            split_groups[kk] = data::parse_weighted_split_paths(data::weighted_split_flag(k), *lists[kk], where);
+            split_groups[kk] = data::parse_weighted_split_paths(data::weighted_split_flag(k), args.data.weighted_split_paths[kk], where);
         }
     }
 

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>  // CLI::App
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -45,12 +46,9 @@ struct DataArgs {
     std::optional<std::string> split;                    // --split "949,50,1"
     // Megatron-DeepSpeed's data loading "Mode 2" (exclusive with --data-path/--split): groups
     // "NAME: W1 START:END P1, W2 START:END P2", given directly or in a file (data/weighted_split.h).
-    std::vector<std::string> train_weighted_split_paths; // --train-weighted-split-paths GROUP (one)
-    std::vector<std::string> valid_weighted_split_paths; // --valid-weighted-split-paths GROUP...
-    std::vector<std::string> test_weighted_split_paths;  // --test-weighted-split-paths GROUP...
-    std::string train_weighted_split_paths_path;         // --train-weighted-split-paths-path FILE
-    std::string valid_weighted_split_paths_path;         // --valid-weighted-split-paths-path FILE
-    std::string test_weighted_split_paths_path;          // --test-weighted-split-paths-path FILE
+    // Indexed by split (0 train, 1 valid, 2 test: data::weighted_split_flag names the flag).
+    std::array<std::vector<std::string>, 3> weighted_split_paths;  // --{train,valid,test}-weighted-split-paths GROUP...
+    std::array<std::string, 3> weighted_split_paths_path;          // --{train,valid,test}-weighted-split-paths-path FILE
     std::string vocab_file;                              // --vocab-file
     std::string merge_file;                              // --merge-file
     std::optional<std::string> tokenizer_type;           // --tokenizer-type GPT2BPETokenizer|PretrainedFromHF

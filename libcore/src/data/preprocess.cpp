@@ -148,17 +148,22 @@ tok::Tokenizer load_tokenizer(const PreprocessOptions& o) {
     return t;
 }
 
-}  // namespace
+// Inputs are opened one after the other; the progress total is their summed size (0, unknown,
+// when one is stdin).
+std::uint64_t total_input_bytes(const std::vector<std::string>& inputs) {
+    std::uint64_t total_raw = 0;
+    for (const auto& in : inputs) {
+        if (in == "-") return 0;
+        if (!file_exists(in)) throw Error("cannot open " + in + ": No such file or directory");
+        total_raw += file_size(in);
+    }
+    return total_raw;
+}
 
-PreprocessSummary preprocess(const PreprocessOptions& o) {
-    check_jsonl_flags(o.inputs, o.json_keys, o.workers);
-    if (o.output_prefix.empty()) throw UsageError("--output-prefix is required");
-    if (o.max_document_bytes < 1) throw UsageError("--max-document-bytes must be at least 1");
-    check_output_prefix(o.output_prefix);
-    const tok::Tokenizer tokenizer = load_tokenizer(o);
+// One builder per JSON key, each named in the summary.
+std::vector<std::unique_ptr<IndexedDatasetBuilder>> open_builders(const PreprocessOptions& o, const tok::Tokenizer& tokenizer,
+                                                                  PreprocessSummary& summary) {
     const DType dtype = dtype_for_vocab(tokenizer.vocab_size());
-
-    PreprocessSummary summary;
     summary.tokenizer = tokenizer.describe();
     summary.dtype = dtype_name(dtype);
     std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
@@ -169,146 +174,196 @@ PreprocessSummary preprocess(const PreprocessOptions& o) {
         builders.push_back(std::make_unique<IndexedDatasetBuilder>(ks.prefix, dtype));
         summary.keys.push_back(ks);
     }
+    return builders;
+}
 
-    // Inputs are opened one after the other; the progress total is their summed size.
-    std::uint64_t total_raw = 0;
-    for (const auto& in : o.inputs) {
-        if (in == "-") {
-            total_raw = 0;
-            break;
-        }
-        if (!file_exists(in)) throw Error("cannot open " + in + ": No such file or directory");
-        total_raw += file_size(in);
-    }
-    Progress progress("documents", total_raw, o.progress, o.progress_interval_s);
-    std::uint64_t raw_done_before = 0;  // raw bytes of inputs already finished
-    std::uint64_t warned = 0;
+// The outputs: the builders, the summary that counts into them, and the progress. Made in this
+// order (members in declaration order): the outputs are opened before the inputs are looked at.
+class Outputs {
+public:
+    Outputs(const PreprocessOptions& o, const tok::Tokenizer& tokenizer)
+        : builders_(open_builders(o, tokenizer, summary_)),
+          progress_("documents", total_input_bytes(o.inputs), o.progress, o.progress_interval_s) {}
 
-    auto write_result = [&](BatchResult& r) {
+    // Appends a batch's documents (batches arrive in input order), counts them, warns about the
+    // first bad lines, and reports progress.
+    void write(const BatchResult& r) {
         for (std::size_t k = 0; k < r.keys.size(); ++k) {
-            auto& kr = r.keys[k];
+            const auto& kr = r.keys[k];
             std::size_t off = 0;
             for (std::uint32_t n : kr.doc_sizes) {
-                builders[k]->add_item(std::span<const std::int32_t>(kr.ids.data() + off, n));
-                builders[k]->end_document();
+                builders_[k]->add_item(std::span<const std::int32_t>(kr.ids.data() + off, n));
+                builders_[k]->end_document();
                 off += n;
             }
-            summary.keys[k].documents += kr.doc_sizes.size();
-            summary.keys[k].empty += kr.empty;
-            summary.keys[k].tokens += kr.ids.size();
+            summary_.keys[k].documents += kr.doc_sizes.size();
+            summary_.keys[k].empty += kr.empty;
+            summary_.keys[k].tokens += kr.ids.size();
         }
-        summary.lines += r.lines;
-        summary.blank_lines += r.blank;
-        summary.bad_lines += r.bad;
-        summary.input_bytes += r.bytes;
+        summary_.lines += r.lines;
+        summary_.blank_lines += r.blank;
+        summary_.bad_lines += r.bad;
+        summary_.input_bytes += r.bytes;
         for (const auto& m : r.bad_messages)
-            if (warned++ < 10) print_warning("skipping " + m);
-        progress.update(summary.lines, summary.input_bytes, raw_done_before + r.raw_consumed);
+            if (warned_++ < 10) print_warning("skipping " + m);
+        progress_.update(summary_.lines, summary_.input_bytes, raw_done_before_ + r.raw_consumed);
+    }
+
+    // An input is finished: the progress of the next counts from here.
+    void input_done(std::uint64_t raw_consumed) { raw_done_before_ += raw_consumed; }
+
+    PreprocessSummary finish() {
+        for (auto& b : builders_) b->finalize();
+        progress_.finish();
+        summary_.seconds = progress_.elapsed_s();
+        return summary_;
+    }
+
+private:
+    PreprocessSummary summary_;
+    std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders_;
+    Progress progress_;
+    std::uint64_t raw_done_before_ = 0;  // raw bytes of inputs already finished
+    std::uint64_t warned_ = 0;
+};
+
+// --workers 1: batches tokenized on this thread as they are read.
+void tokenize_serial(const PreprocessOptions& o, const tok::Tokenizer& tokenizer, Outputs& out) {
+    Worker w(o, tokenizer);
+    for (const auto& in : o.inputs) {
+        LineBatchReader reader(in, o.batch_bytes, o.max_document_bytes);
+        LineBatch batch;
+        while (reader.next(batch)) {
+            BatchResult r = process_batch(batch, reader.path(), w, o, tokenizer.eod_id());
+            r.raw_consumed = reader.raw_consumed();
+            r.bytes = batch_input_bytes(reader, batch);
+            out.write(r);
+        }
+        out.input_done(reader.raw_consumed());
+    }
+}
+
+// A fixed pool of workers taking batches from a queue; each batch's result comes back through its
+// own future, so that results can be written in input order.
+class BatchPool {
+public:
+    struct Job {
+        std::shared_ptr<LineBatch> batch;
+        std::string name;
+        std::promise<BatchResult> promise;
     };
 
-    const std::int32_t eod = tokenizer.eod_id();
-    if (o.workers == 1) {
-        Worker w(o, tokenizer);
-        for (const auto& in : o.inputs) {
-            LineBatchReader reader(in, o.batch_bytes, o.max_document_bytes);
-            LineBatch batch;
-            while (reader.next(batch)) {
-                BatchResult r = process_batch(batch, reader.path(), w, o, eod);
-                r.raw_consumed = reader.raw_consumed();
-                r.bytes = batch_input_bytes(reader, batch);
-                write_result(r);
-            }
-            raw_done_before += reader.raw_consumed();
-        }
-    } else {
-        // A fixed pool of workers takes batches from a queue; results are written in order.
-        // At most 2 * workers batches are in flight, which bounds memory.
-        struct Job {
-            std::shared_ptr<LineBatch> batch;
-            std::string name;
-            std::promise<BatchResult> promise;
-        };
-        std::mutex mu;
-        std::condition_variable cv;
-        std::deque<Job*> queue;
-        bool stop = false;
-        std::vector<std::thread> threads;
-        for (unsigned t = 0; t < o.workers; ++t)
-            threads.emplace_back([&] {
-                Worker w(o, tokenizer);
-                for (;;) {
-                    Job* job;
-                    {
-                        std::unique_lock lock(mu);
-                        cv.wait(lock, [&] { return stop || !queue.empty(); });
-                        if (queue.empty()) return;
-                        job = queue.front();
-                        queue.pop_front();
-                    }
-                    try {
-                        job->promise.set_value(process_batch(*job->batch, job->name, w, o, eod));
-                    } catch (...) {
-                        job->promise.set_exception(std::current_exception());
-                    }
-                }
-            });
-        auto shutdown = [&] {
-            {
-                std::lock_guard lock(mu);
-                stop = true;
-                queue.clear();
-            }
-            cv.notify_all();
-            for (auto& th : threads) th.join();
-        };
-        struct InFlight {
-            std::unique_ptr<Job> job;
-            std::future<BatchResult> result;
-            std::uint64_t raw_consumed;  // input position when the batch was read, for progress
-            std::uint64_t bytes;         // decompressed input bytes of the batch
-        };
-        std::deque<InFlight> inflight;  // outlives the threads: shutdown() joins them first
-        auto write_oldest = [&] {
-            BatchResult r = inflight.front().result.get();
-            r.raw_consumed = inflight.front().raw_consumed;
-            r.bytes = inflight.front().bytes;
-            inflight.pop_front();
-            write_result(r);
-        };
+    BatchPool(const PreprocessOptions& o, const tok::Tokenizer& tokenizer) {
         try {
-            for (const auto& in : o.inputs) {
-                LineBatchReader reader(in, o.batch_bytes, o.max_document_bytes);
-                for (;;) {
-                    auto batch = std::make_shared<LineBatch>();
-                    if (!reader.next(*batch)) break;
-                    auto job = std::make_unique<Job>();
-                    job->batch = std::move(batch);
-                    job->name = reader.path();
-                    auto result = job->promise.get_future();
-                    Job* queued = job.get();
-                    const std::uint64_t bytes = batch_input_bytes(reader, *job->batch);
-                    inflight.push_back({std::move(job), std::move(result), reader.raw_consumed(), bytes});
-                    {
-                        std::lock_guard lock(mu);
-                        queue.push_back(queued);
-                    }
-                    cv.notify_one();
-                    while (inflight.size() >= 2 * static_cast<std::size_t>(o.workers)) write_oldest();
-                }
-                raw_done_before += reader.raw_consumed();
-            }
-            while (!inflight.empty()) write_oldest();
-        } catch (...) {
+            for (unsigned t = 0; t < o.workers; ++t)
+                threads_.emplace_back([this, &o, &tokenizer] { work(o, tokenizer); });
+        } catch (...) {  // a thread that cannot start: the others are joined, not left running
             shutdown();
             throw;
         }
-        shutdown();
+    }
+    ~BatchPool() { shutdown(); }
+    BatchPool(const BatchPool&) = delete;
+    BatchPool& operator=(const BatchPool&) = delete;
+
+    void submit(Job* job) {
+        {
+            std::lock_guard lock(mu_);
+            queue_.push_back(job);
+        }
+        cv_.notify_one();
     }
 
-    for (auto& b : builders) b->finalize();
-    progress.finish();
-    summary.seconds = progress.elapsed_s();
-    return summary;
+    // Drops the jobs not started and joins the workers (idempotent).
+    void shutdown() {
+        {
+            std::lock_guard lock(mu_);
+            stop_ = true;
+            queue_.clear();
+        }
+        cv_.notify_all();
+        for (auto& th : threads_)
+            if (th.joinable()) th.join();
+    }
+
+private:
+    void work(const PreprocessOptions& o, const tok::Tokenizer& tokenizer) {
+        Worker w(o, tokenizer);
+        for (;;) {
+            Job* job;
+            {
+                std::unique_lock lock(mu_);
+                cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+                if (queue_.empty()) return;
+                job = queue_.front();
+                queue_.pop_front();
+            }
+            try {
+                job->promise.set_value(process_batch(*job->batch, job->name, w, o, tokenizer.eod_id()));
+            } catch (...) {
+                job->promise.set_exception(std::current_exception());
+            }
+        }
+    }
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Job*> queue_;
+    bool stop_ = false;
+    std::vector<std::thread> threads_;
+};
+
+// --workers N: batches read here, tokenized by the pool, written in order. At most 2 * workers
+// batches are in flight, which bounds memory.
+void tokenize_parallel(const PreprocessOptions& o, const tok::Tokenizer& tokenizer, Outputs& out) {
+    struct InFlight {
+        std::unique_ptr<BatchPool::Job> job;
+        std::future<BatchResult> result;
+        std::uint64_t raw_consumed;  // input position when the batch was read, for progress
+        std::uint64_t bytes;         // decompressed input bytes of the batch
+    };
+    std::deque<InFlight> inflight;  // outlives the pool: its destructor joins the workers first
+    BatchPool pool(o, tokenizer);
+    auto write_oldest = [&] {
+        BatchResult r = inflight.front().result.get();
+        r.raw_consumed = inflight.front().raw_consumed;
+        r.bytes = inflight.front().bytes;
+        inflight.pop_front();
+        out.write(r);
+    };
+    for (const auto& in : o.inputs) {
+        LineBatchReader reader(in, o.batch_bytes, o.max_document_bytes);
+        for (;;) {
+            auto batch = std::make_shared<LineBatch>();
+            if (!reader.next(*batch)) break;
+            auto job = std::make_unique<BatchPool::Job>();
+            job->batch = std::move(batch);
+            job->name = reader.path();
+            auto result = job->promise.get_future();
+            BatchPool::Job* queued = job.get();
+            const std::uint64_t bytes = batch_input_bytes(reader, *job->batch);
+            inflight.push_back({std::move(job), std::move(result), reader.raw_consumed(), bytes});
+            pool.submit(queued);
+            while (inflight.size() >= 2 * static_cast<std::size_t>(o.workers)) write_oldest();
+        }
+        out.input_done(reader.raw_consumed());
+    }
+    while (!inflight.empty()) write_oldest();
+    pool.shutdown();
+}
+
+}  // namespace
+
+PreprocessSummary preprocess(const PreprocessOptions& o) {
+    check_jsonl_flags(o.inputs, o.json_keys, o.workers);
+    if (o.output_prefix.empty()) throw UsageError("--output-prefix is required");
+    if (o.max_document_bytes < 1) throw UsageError("--max-document-bytes must be at least 1");
+    check_output_prefix(o.output_prefix);
+    const tok::Tokenizer tokenizer = load_tokenizer(o);
+    Outputs out(o, tokenizer);
+    if (o.workers == 1) tokenize_serial(o, tokenizer, out);
+    else tokenize_parallel(o, tokenizer, out);
+    return out.finish();
 }
 
 }  // namespace mds::data

@@ -32,12 +32,12 @@ json parse_json(const HttpResponse& r, const std::string& what) {
     }
 }
 
-// "<what> failed: <answer> (after N attempts)[; check the token ...]".
-Error failure(const std::string& what, const HttpResponse& r) {
+// "<what> failed: <answer> (after N attempts)[; check the token ...]", with the answer's status.
+HttpError failure(const std::string& what, const HttpResponse& r) {
     std::string msg = what + " failed: " + r.describe();
     if (r.attempts > 1) msg += " (after " + std::to_string(r.attempts) + " attempts)";
     if (r.status == 401 || r.status == 403) msg += "; check the token (HF_TOKEN) and its write access";
-    return Error(msg);
+    return HttpError(msg, r.status);
 }
 
 // A repository's listing stops here: the Hub allows far fewer files per repository (100,000 are
@@ -361,7 +361,7 @@ std::string HubApi::commit(const RepoRef& repo, const std::string& summary, cons
     if (r.status == 0 || r.status >= 500)
         throw CommitUncertain("commit to " + repo.id + " of " + std::to_string(files.size()) +
                               " file(s): no clear answer (" + r.describe() + "); the Hub may have applied it");
-    if (!r.ok()) throw Error("commit to " + repo.id + " failed: " + r.describe());
+    if (!r.ok()) throw HttpError("commit to " + repo.id + " failed: " + r.describe(), r.status);  // 412: the branch moved
     const std::string oid = str(parse_json(r, "commit"), "commitOid");
     if (oid.empty()) throw Error("commit to " + repo.id + ": the answer has no commitOid");
     return oid;

@@ -402,7 +402,9 @@ HttpResponse S3Client::send(const Call& c) {
 
 HttpResponse S3Client::send_ok(const Call& c) {
     HttpResponse r = send(c);
-    if (!r.ok()) throw Error(c.what + " failed: " + describe_error(r) + (r.attempts > 1 ? " (after " + std::to_string(r.attempts) + " tries)" : ""));
+    if (!r.ok())
+        throw HttpError(c.what + " failed: " + describe_error(r) + (r.attempts > 1 ? " (after " + std::to_string(r.attempts) + " tries)" : ""),
+                        r.status);
     return r;
 }
 
@@ -414,10 +416,11 @@ bool S3Client::bucket_exists(const std::string& bucket) {
         // (SignatureDoesNotMatch for a wrong secret, InvalidAccessKeyId, AccessDenied).
         const HttpResponse g = send({"GET", bucket, "", {{"list-type", "2"}, {"max-keys", "0"}}, {}, "", "", 0, 0, "", true,
                                      "listing of bucket " + bucket});
-        throw Error("bucket " + bucket + ": " + (g.ok() ? describe_error(r) : describe_error(g)) +
-                    " (check the keys, the region and the bucket's permissions)");
+        throw HttpError("bucket " + bucket + ": " + (g.ok() ? describe_error(r) : describe_error(g)) +
+                            " (check the keys, the region and the bucket's permissions)",
+                        r.status);
     }
-    if (!r.ok()) throw Error("bucket " + bucket + ": " + describe_error(r));
+    if (!r.ok()) throw HttpError("bucket " + bucket + ": " + describe_error(r), r.status);
     return true;
 }
 
@@ -462,7 +465,7 @@ std::vector<S3Object> S3Client::list(const std::string& bucket, const std::strin
 std::optional<S3Head> S3Client::head(const std::string& bucket, const std::string& key) {
     const HttpResponse r = send({"HEAD", bucket, key, {}, {}, "", "", 0, 0, "", true, "HEAD of s3://" + bucket + "/" + key});
     if (r.status == 404) return std::nullopt;
-    if (!r.ok()) throw Error("HEAD of s3://" + bucket + "/" + key + " failed: " + describe_error(r));
+    if (!r.ok()) throw HttpError("HEAD of s3://" + bucket + "/" + key + " failed: " + describe_error(r), r.status);
     S3Head h;
     h.size = to_u64(r.header("content-length"), "HEAD of s3://" + bucket + "/" + key + ": Content-Length");
     h.etag = unquote(r.header("etag"));
@@ -511,7 +514,7 @@ std::optional<std::vector<S3Part>> S3Client::list_parts(const std::string& bucke
         if (!marker.empty()) c.query.emplace_back("part-number-marker", marker);
         const HttpResponse r = send(c);
         if (r.status == 404) return std::nullopt;
-        if (!r.ok()) throw Error(c.what + " failed: " + describe_error(r));
+        if (!r.ok()) throw HttpError(c.what + " failed: " + describe_error(r), r.status);
         const XmlElement doc = parse_xml(r.body, c.what);
         // S3 says <ListPartsResult>; some S3-compatible servers (moto) <ListPartsResponse>.
         if (doc.name != "ListPartsResult" && doc.name != "ListPartsResponse")
@@ -544,7 +547,7 @@ std::string S3Client::complete_multipart(const std::string& bucket, const std::s
     const std::string code = r.ok() ? error_code(r) : std::string();
     if (r.status == 0 || r.status >= 500 || code == "InternalError" || code == "SlowDown")
         throw S3Uncertain(what + ": no clear answer (" + (code.empty() ? describe_error(r) : code) + "); it may have been applied");
-    if (!r.ok() || !code.empty()) throw Error(what + " failed: " + (code.empty() ? describe_error(r) : code));
+    if (!r.ok() || !code.empty()) throw HttpError(what + " failed: " + (code.empty() ? describe_error(r) : code), r.status);
     const XmlElement doc = parse_xml(r.body, what);
     if (doc.name != "CompleteMultipartUploadResult") throw Error(what + ": expected <CompleteMultipartUploadResult>, got <" + doc.name + ">");
     return unquote(doc.child_text("ETag"));
@@ -553,7 +556,8 @@ std::string S3Client::complete_multipart(const std::string& bucket, const std::s
 void S3Client::abort_multipart(const std::string& bucket, const std::string& key, const std::string& upload_id) {
     const HttpResponse r = send({"DELETE", bucket, key, {{"uploadId", upload_id}}, {}, "", "", 0, 0, "", true,
                                  "abort of the multipart upload of s3://" + bucket + "/" + key});
-    if (!r.ok() && r.status != 404) throw Error("abort of the multipart upload of s3://" + bucket + "/" + key + " failed: " + describe_error(r));
+    if (!r.ok() && r.status != 404)
+        throw HttpError("abort of the multipart upload of s3://" + bucket + "/" + key + " failed: " + describe_error(r), r.status);
 }
 
 void S3Client::delete_object(const std::string& bucket, const std::string& key) {

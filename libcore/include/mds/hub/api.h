@@ -1,7 +1,8 @@
 // The Hugging Face Hub's HTTP API as mds-hub-sync uses it (specs/ops.md §2.2): repository
 // creation, the branch head, the file tree, preupload (LFS or regular), the Git LFS batch API with
 // basic and multipart transfers and verify, and the NDJSON commit. Errors are mds::Error saying
-// which call failed and what the Hub answered; the token never appears in them.
+// which call failed and what the Hub answered (an HttpError, carrying the status, when the Hub
+// refused the call); the token never appears in them.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mds/hub/retry.h"
+#include "mds/util/error.h"
 
 namespace mds::hub {
 
@@ -69,6 +70,16 @@ struct HttpOptions {
     std::function<void(double)> sleep;
     // Called with the bytes sent so far of a request body (progress).
     std::function<void(std::uint64_t)> on_upload_progress;
+};
+
+// A request that failed (after its retries): the message names the call and the answer as before
+// ("<call> failed: HTTP 412: ..."); `status` is the answer's HTTP status, for decisions that must
+// not read the text (the Hub commit's retry on 412), or 0 when no HTTP answer came (a transport
+// failure or an answer over a cap).
+class HttpError : public Error {
+public:
+    HttpError(const std::string& what, long http_status) : Error(what), status(http_status) {}
+    long status = 0;
 };
 
 // Throws mds::UsageError for a URL that is neither https nor http on loopback (127.0.0.0/8, ::1,

@@ -100,7 +100,8 @@ struct S3Uncertain : Error {
 };
 
 // The calls mds-hub-sync makes, each retried by the HttpClient as retry.h says. Errors (S3's <Error>
-// documents) become mds::Error naming the call, the key, the code and the message.
+// documents) become mds::Error naming the call, the key, the code and the message (HttpError, with
+// the answer's status, for a refused call).
 class S3Client {
 public:
     S3Client(HttpClient& http, S3Settings settings);

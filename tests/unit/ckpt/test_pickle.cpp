@@ -181,3 +181,44 @@ TEST_CASE("pickle: malformed input names the file, offset and opcode") {
     CHECK(error_of(deep + ".").find("nest deeper than 1000") != std::string::npos);
     CHECK(rd("]q\x00h\x00" "a0N."s).is_none());
 }
+
+TEST_CASE("pickle: the reader's opcode groups (stack, numbers, text, containers, objects, memo)") {
+    // stack and framing: FRAME, DUP, POP (also of an empty MARK), POP_MARK
+    CHECK(rd("\x80\x04\x95\x02\x00\x00\x00\x00\x00\x00\x00K\x07."s).as_int() == 7);
+    const PyValue dup = rd("K\x05" "2\x86."s);
+    CHECK(dup.as_tuple().size() == 2);
+    CHECK(dup.as_tuple()[1].as_int() == 5);
+    CHECK(rd("K\x01K\x02" "0."s).as_int() == 1);
+    CHECK(rd("K\x01(0."s).as_int() == 1);
+    CHECK(rd("K\x01(K\x02K\x03" "1."s).as_int() == 1);
+    // protocol 4 sets read as protocol 2 writes them: builtins.set([items]), builtins.frozenset([items])
+    const PyValue set = rd("\x80\x04\x8f(K\x01K\x02\x90."s);
+    REQUIRE(set.is_object("builtins", "set"));
+    CHECK(set.as_object().args.as_tuple()[0].as_list().size() == 2);
+    const PyValue frozen = rd("(K\x03\x91."s);
+    REQUIRE(frozen.is_object("builtins", "frozenset"));
+    CHECK(frozen.as_object().args.as_tuple()[0].as_list()[0].as_int() == 3);
+    // objects: NEWOBJ then BUILD, NEWOBJ_EX with keyword arguments, STACK_GLOBAL, persistent ids
+    const PyValue ns = rd("\x80\x02" "cargparse\nNamespace\n)\x81}(X\x01\x00\x00\x00" "aK\x01" "ub."s);
+    CHECK(ns.as_object().newobj);
+    CHECK(ns.namespace_attributes().find("a")->as_int() == 1);
+    const PyValue ex = rd("cm\nC\n)}\x92."s);
+    CHECK(ex.as_object().newobj);
+    CHECK(ex.as_object().kwargs.type() == PyType::Dict);
+    CHECK(rd("\x8c\x05torch\x8c\x08" "bfloat16\x93."s).is_global("torch", "bfloat16"));
+    CHECK(rd("X\x01\x00\x00\x00kQ."s).as_persistent_id().as_str() == "k");
+    CHECK(rd("Pk\n."s).as_persistent_id().as_str() == "k");
+    // memo: MEMOIZE numbers entries in order, PUT / GET take text indices; both give the same node
+    const PyValue memo = rd("\x80\x04]\x94h\x00\x86."s);
+    CHECK(memo.as_tuple()[0].is_same(memo.as_tuple()[1]));
+    const PyValue text_memo = rd("]p0\ng0\n\x86."s);
+    CHECK(text_memo.as_tuple()[0].is_same(text_memo.as_tuple()[1]));
+    // each group's errors keep the offset and opcode of the instruction
+    CHECK(error_of("\x95\xff\x00\x00\x00\x00\x00\x00\x00K\x07."s) ==
+          "t.pkl: pickle offset 0, opcode 0x95 FRAME: frame of 255 bytes exceeds the 3 left");
+    CHECK(error_of("](K\x01\x90."s) == "t.pkl: pickle offset 4, opcode 0x90 ADDITEMS: ADDITEMS target is a list, not a set");
+    CHECK(error_of("cm\nC\n)K\x01\x92."s) == "t.pkl: pickle offset 8, opcode 0x92 NEWOBJ_EX: keyword arguments are not a dict");
+    CHECK(error_of("K\x01K\x02\x93."s) == "t.pkl: pickle offset 4, opcode 0x93 STACK_GLOBAL: module and name must be str");
+    CHECK(error_of("K\x01\x82\x01."s) == "t.pkl: pickle offset 2, opcode 0x82 EXT1: opcode not supported in checkpoints");
+    CHECK(error_of("\x8b\x00\x00\x00\x80."s) == "t.pkl: pickle offset 0, opcode 0x8b LONG4: negative byte count");
+}

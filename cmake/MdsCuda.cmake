@@ -1,6 +1,7 @@
 # The CUDA path. MDS_CUDA=AUTO turns it on when LibTorch is a CUDA build and a GPU driver is present
-# at configure time. kernels/ is compiled with nvcc whenever nvcc exists (MDS_KERNELS_NVCC),
-# so CUDA code cannot rot unseen on machines without a GPU.
+# at configure time. The CUDA language is enabled (nvcc from /usr/local/cuda/bin, CUDA_HOME or PATH)
+# on the CUDA path, and wherever LibTorch is a CUDA build and nvcc exists, for LibTorch's CMake.
+# mds has no CUDA sources of its own today (kernels/README.md).
 set(MDS_CUDA_ENABLED OFF)
 find_program(MDS_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
 if(MDS_CUDA STREQUAL "ON")
@@ -10,8 +11,7 @@ elseif(MDS_CUDA STREQUAL "AUTO" AND MDS_TORCH_CUDA AND EXISTS "/dev/nvidiactl")
 endif()
 # Torch's CMake enables CUDA itself for CUDA builds of LibTorch; nvcc takes C++17 at most here.
 set(CMAKE_CUDA_STANDARD 17)
-set(MDS_BUILD_CUDA_KERNELS OFF)
-if(MDS_KERNELS_NVCC STREQUAL "ON" OR MDS_CUDA_ENABLED OR (MDS_KERNELS_NVCC STREQUAL "AUTO" AND MDS_NVCC))
+if(MDS_CUDA_ENABLED OR (MDS_TORCH_CUDA AND MDS_NVCC))
   if(NOT MDS_NVCC)
     message(FATAL_ERROR "mds: nvcc not found (set CUDACXX or put /usr/local/cuda/bin on PATH)")
   endif()
@@ -20,6 +20,5 @@ if(MDS_KERNELS_NVCC STREQUAL "ON" OR MDS_CUDA_ENABLED OR (MDS_KERNELS_NVCC STREQ
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
   enable_language(CUDA)
-  set(MDS_BUILD_CUDA_KERNELS ON)
 endif()
-message(STATUS "mds: CUDA path ${MDS_CUDA_ENABLED}; kernels compiled with nvcc: ${MDS_BUILD_CUDA_KERNELS}")
+message(STATUS "mds: CUDA path ${MDS_CUDA_ENABLED}")

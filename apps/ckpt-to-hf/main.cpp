@@ -1,6 +1,5 @@
 // mds-ckpt-to-hf: DeepSpeed pipeline checkpoints to Hugging Face GPT2 / BLOOM folders.
 // docs/mds-ckpt-to-hf.md has every flag.
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -9,12 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "mds/ckpt/ds_layout.h"
+#include "mds/ckpt/ds_checkpoint.h"  // list_ds_tags
+#include "mds/ckpt/ds_layout.h"     // parse_ds_tag
 #include "mds/ckpt/to_hf.h"
 #include "mds/util/cli.h"
 #include "mds/util/error.h"
 #include "mds/util/progress.h"
 #include "mds/util/safe_paths.h"  // checked_entry_name, refuse_overlap, printable
+#include "mds/util/text.h"        // to_upper
 #include "mds/util/tool.h"
 
 namespace fs = std::filesystem;
@@ -34,8 +35,7 @@ std::uint64_t parse_shard_size(const std::string& text) {
     } catch (const std::exception&) {
         throw bad();
     }
-    std::string unit = text.substr(pos);
-    std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    const std::string unit = mds::to_upper(text.substr(pos));
     const double mult = unit.empty() || unit == "B" ? 1 : unit == "KB" ? 1e3 : unit == "MB" ? 1e6 : unit == "GB" ? 1e9 : unit == "TB" ? 1e12
                         : unit == "KIB" ? 1024.0 : unit == "MIB" ? 1048576.0 : unit == "GIB" ? 1073741824.0 : unit == "TIB" ? 1099511627776.0
                                                                                                               : -1;
@@ -100,13 +100,9 @@ int main(int argc, char** argv) {
             if (!tags.empty()) throw mds::UsageError("--all and --tag exclude each other");
             std::error_code ec;
             if (!fs::is_directory(src, ec)) throw mds::Error(mds::printable(src, 200) + ": no such checkpoint folder");
-            for (const auto& e : fs::directory_iterator(src)) {
-                const std::string name = e.path().filename().string();
-                if (e.is_directory(ec) && mds::ckpt::parse_ds_tag(name)) tags.push_back(name);
-            }
-            std::sort(tags.begin(), tags.end(), [](const std::string& a, const std::string& b) {
-                return *mds::ckpt::parse_ds_tag(a) < *mds::ckpt::parse_ds_tag(b);
-            });
+            // DeepSpeed's own tags only (global_step<N>), in step order.
+            for (auto& tag : mds::ckpt::list_ds_tags(src))
+                if (mds::ckpt::parse_ds_tag(tag)) tags.push_back(std::move(tag));
             if (tags.empty()) throw mds::Error(mds::printable(src, 200) + ": no global_step* folders");
         }
         const bool batch = tags.size() > 1 || all;

@@ -1,31 +1,62 @@
 #include "mds/ckpt/ds_checkpoint.h"
 
 #include <algorithm>
-#include <cstring>
+#include <cstring>  // memcpy
 #include <filesystem>
+#include <optional>
 
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/tp_reshard.h"  // qkv_rows_to_v2
 #include "mds/util/error.h"
-#include "mds/util/safe_paths.h"  // printable
+#include "mds/util/safe_paths.h"  // checked_entry_name, printable
 
 namespace mds::ckpt {
 namespace fs = std::filesystem;
 namespace {
 
-bool ends_with(const std::string& s, const char* e) {
-    const std::size_t n = std::strlen(e);
-    return s.size() >= n && s.compare(s.size() - n, n, e) == 0;
+// The step number of a tag: the run of digits right after "global_step", leading zeros dropped,
+// so that a longer run is a larger number whatever its length; nullopt when there is no digit.
+std::optional<std::string_view> tag_step(std::string_view name) {
+    constexpr std::string_view kPrefix = "global_step";
+    if (!name.starts_with(kPrefix)) return std::nullopt;
+    std::size_t end = kPrefix.size();
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end == kPrefix.size()) return std::nullopt;
+    std::string_view digits = name.substr(kPrefix.size(), end - kPrefix.size());
+    while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+    return digits;
 }
 
-
 }  // namespace
+
+bool ds_tag_before(std::string_view a, std::string_view b) {
+    const auto sa = tag_step(a), sb = tag_step(b);
+    if (sa && sb && *sa != *sb) return sa->size() != sb->size() ? sa->size() < sb->size() : *sa < *sb;
+    if (sa.has_value() != sb.has_value()) return sa.has_value();
+    return a < b;
+}
+
+std::vector<std::string> list_ds_tags(const std::string& root, const std::function<void(const std::string&)>& skipped) {
+    std::vector<std::string> tags;
+    for (const auto& e : fs::directory_iterator(root)) {
+        const std::string name = e.path().filename().string();
+        std::error_code ec;
+        if (!name.starts_with("global_step") || !e.is_directory(ec)) continue;
+        try {
+            tags.push_back(checked_entry_name(name, "--all"));
+        } catch (const Error& err) {
+            if (skipped) skipped(err.what());
+        }
+    }
+    std::sort(tags.begin(), tags.end(), ds_tag_before);
+    return tags;
+}
 
 TpRule tp_rule(const std::string& name) {
     if (name == "word_embeddings.weight" || name.find("query_key_value.") != std::string::npos ||
         name.find("dense_h_to_4h.") != std::string::npos)
-        return TpRule::Concat0;
-    if (ends_with(name, "self_attention.dense.weight") || ends_with(name, "mlp.dense_4h_to_h.weight")) return TpRule::Concat1;
+        return TpRule::ColumnParallel;
+    if (name.ends_with("self_attention.dense.weight") || name.ends_with("mlp.dense_4h_to_h.weight")) return TpRule::RowParallel;
     return TpRule::Replicated;
 }
 
@@ -114,7 +145,7 @@ std::vector<std::int64_t> DsCheckpoint::Layer::shape(const std::string& name) co
     auto s = shard(0, name).shape;
     const auto rule = tp_rule(name);
     if (rule == TpRule::Replicated) return s;
-    const std::size_t dim = rule == TpRule::Concat0 ? 0 : 1;
+    const std::size_t dim = rule == TpRule::ColumnParallel ? 0 : 1;
     if (s.size() <= dim) throw Error(shards_[0]->path() + ": " + name + " has too few dimensions to be split over TP");
     s[dim] = 0;
     for (std::size_t r = 0; r < shards_.size(); ++r) s[dim] += shard(r, name).shape[dim];
@@ -138,7 +169,7 @@ GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
         const bool concat = rule != TpRule::Replicated;
         if (!concat && s.shape != g.shape) throw Error(shards_[r]->path() + ": " + name + " has another shape than in shard 0");
         if (concat) {
-            const std::size_t dim = rule == TpRule::Concat0 ? 0 : 1;
+            const std::size_t dim = rule == TpRule::ColumnParallel ? 0 : 1;
             bool same = s.shape.size() == g.shape.size();
             for (std::size_t k = 0; same && k < s.shape.size(); ++k) same = k == dim || s.shape[k] == g.shape[k];
             if (!same)
@@ -179,7 +210,7 @@ GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
             if (qkv) qkv_rows_to_v2(copy, heads_ / static_cast<std::int64_t>(t), static_cast<std::size_t>(row_bytes), version_);
             bytes = copy;
         }
-        if (rule == TpRule::Concat0) {
+        if (rule == TpRule::ColumnParallel) {
             std::memcpy(g.data.data() + offset0, bytes.data(), bytes.size());
             offset0 += static_cast<std::int64_t>(bytes.size());
         } else {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "mds/ckpt/ds_checkpoint.h"  // list_ds_tags, ds_tag_before
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/torch_file.h"
 #include "mds/util/error.h"
@@ -19,13 +20,8 @@ namespace {
 
 constexpr std::size_t kCopyPieceBytes = 8u << 20;  // progress granularity of a copy
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
-bool ends_with(const std::string& s, const std::string& e) {
-    return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
-}
-
-bool is_optimizer_file(const std::string& name) { return ends_with(name, "optim_states.pt"); }
-bool is_mp_rank_file(const std::string& name) { return starts_with(name, "mp_rank_") && ends_with(name, "_model_states.pt"); }
+bool is_optimizer_file(const std::string& name) { return name.ends_with("optim_states.pt"); }
+bool is_mp_rank_file(const std::string& name) { return name.starts_with("mp_rank_") && name.ends_with("_model_states.pt"); }
 
 // Reports the bytes copied so far to the caller's progress callback.
 struct Tally {
@@ -66,7 +62,7 @@ std::string damaged_part(const std::string& path, const ZipArchive& zip, const Z
     }
     if (e.name == prefix + "data.pkl") return "data.pkl";
     const std::string storages = prefix + "data/";
-    if (e.name.rfind(storages, 0) != 0) return entry;
+    if (!e.name.starts_with(storages)) return entry;
     const std::string key = e.name.substr(storages.size());
     std::string names;
     try {
@@ -134,20 +130,37 @@ void rewrite_without_optimizer(const TorchFile& in, const std::string& to) {
     writer.finish(out_root);
 }
 
-std::vector<std::string> list_tags(const std::string& src, const ShrinkOptions& options) {
+void note_to(const ShrinkOptions& options, const std::string& m) {
+    if (options.note) options.note(m);
+}
+
+// The tags to copy, in step order without repeats, and the tag `latest` names (empty when there is
+// none, or it is unusable and tags were named explicitly).
+struct TagChoice {
     std::vector<std::string> tags;
-    for (const auto& e : fs::directory_iterator(src)) {
-        const std::string name = e.path().filename().string();
-        std::error_code ec;
-        if (!starts_with(name, "global_step") || !e.is_directory(ec)) continue;
-        try {
-            tags.push_back(checked_entry_name(name, "--all"));
-        } catch (const Error& err) {
-            if (options.note) options.note(std::string("warning: skipping ") + err.what());
-        }
+    std::string latest;
+};
+
+TagChoice choose_tags(const std::string& src, const ShrinkOptions& options) {
+    // `latest` decides the default tag; with tags named explicitly a damaged one only stays behind.
+    const bool explicit_tags = options.all_tags || !options.tags.empty();
+    TagChoice c;
+    try {
+        c.latest = read_latest_tag(src).value_or("");
+    } catch (const Error& e) {
+        if (!explicit_tags) throw;
+        note_to(options, std::string("warning: ") + e.what() + "; `latest` is not copied");
     }
-    std::sort(tags.begin(), tags.end());
-    return tags;
+    c.tags = options.tags;
+    if (options.all_tags) c.tags = list_ds_tags(src, [&](const std::string& why) { note_to(options, "warning: skipping " + why); });
+    if (c.tags.empty()) {
+        if (options.all_tags) throw Error(printable(src, 200) + ": no global_step* folders");
+        if (c.latest.empty()) throw Error(printable(src, 200) + ": no `latest` file; name the tags to copy (--tag) or use --all");
+        c.tags.push_back(c.latest);
+    }
+    std::sort(c.tags.begin(), c.tags.end(), ds_tag_before);
+    c.tags.erase(std::unique(c.tags.begin(), c.tags.end()), c.tags.end());
+    return c;
 }
 
 // One tag to copy: its source folder and the files in it, sorted.
@@ -156,6 +169,107 @@ struct TagPlan {
     fs::path from, to;
     std::vector<fs::path> files;
 };
+
+bool is_dropped(const std::string& name) { return is_optimizer_file(name) || name == "zero_to_fp32.py"; }
+
+// Checks one tag before anything is written (its name, overlaps, an existing destination) and
+// lists its files; `kept_bytes` grows by the bytes of the files that will be kept.
+TagPlan plan_tag(const std::string& src, const std::string& dst, const std::string& tag, const std::string& latest,
+                 const ShrinkOptions& options, std::uint64_t& kept_bytes) {
+    TagPlan p;
+    p.tag = tag;
+    const std::string source = tag == latest && options.tags.empty() && !options.all_tags
+                                   ? printable((fs::path(src) / "latest").string(), 200)
+                                   : std::string(options.all_tags ? "--all" : "--tag");
+    p.from = checked_tag_dir(src, tag, source);
+    // A tag folder may be a symbolic link: where it really lives must not be the destination.
+    refuse_overlap(p.from.string(), "source tag", dst, "destination");
+    p.to = fs::path(dst) / tag;
+    struct stat st {};
+    if (::lstat(p.to.c_str(), &st) == 0 && !options.dry_run) {
+        if (!S_ISDIR(st.st_mode)) throw Error(in_quotes(p.to.string()) + " exists and is not a folder; refusing to replace it");
+        if (!options.overwrite) throw Error(in_quotes(p.to.string()) + " exists; pass --overwrite to replace it");
+    }
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(p.from)) {
+        if (e.is_regular_file(ec)) p.files.push_back(e.path());
+        else note_to(options, "warning: " + printable(tag) + "/" + printable(e.path().filename().string()) + " is not a regular file; not copied");
+    }
+    std::sort(p.files.begin(), p.files.end());
+    for (const auto& f : p.files)
+        if (!is_dropped(f.filename().string())) kept_bytes += file_size(f.string());
+    return p;
+}
+
+// Handles one file of a tag: dropped, copied (verified unless --no-verify) or, for an mp_rank file
+// carrying optimizer state, rewritten without it into `out`. A dry run decides and writes nothing.
+ShrinkFile shrink_file(const fs::path& f, const std::string& out, const ShrinkOptions& options, Tally& tally) {
+    const std::string name = f.filename().string();
+    ShrinkFile sf{name, file_size(f.string()), ShrinkFile::Action::Copied};
+    if (is_dropped(name)) {
+        sf.action = ShrinkFile::Action::Dropped;
+    } else if (is_mp_rank_file(name)) {
+        TorchFile in(f.string(), options.verify);
+        const auto* opt = in.root().type() == PyType::Dict ? in.root().find("optimizer") : nullptr;
+        if (opt && !opt->is_none()) {
+            sf.action = ShrinkFile::Action::Rewritten;
+            if (!options.dry_run) {
+                rewrite_without_optimizer(in, out);
+                tally.add(sf.bytes);
+            }
+        } else if (!options.dry_run) {
+            if (options.verify) copy_verified(f.string(), out, tally);
+            else copy_plain(f.string(), out, tally);
+        }
+    } else if (!options.dry_run) {
+        if (options.verify && name.ends_with(".pt")) copy_verified(f.string(), out, tally);
+        else copy_plain(f.string(), out, tally);
+    }
+    return sf;
+}
+
+// Copies one tag into a temporary folder renamed into place when complete (removed on error).
+ShrinkTag shrink_tag(const TagPlan& p, const std::string& dst, const ShrinkOptions& options, Tally& tally) {
+    const fs::path tmp = temp_path_for(p.to.string());
+    if (!options.dry_run) fs::create_directories(tmp);
+    ShrinkTag t{p.tag, {}, 0, 0};
+    try {
+        for (const auto& f : p.files) {
+            const std::string out = (tmp / f.filename()).string();
+            const ShrinkFile sf = shrink_file(f, out, options, tally);
+            t.bytes_in += sf.bytes;
+            if (sf.action != ShrinkFile::Action::Dropped) {
+                t.bytes_out += options.dry_run || sf.action == ShrinkFile::Action::Copied ? sf.bytes : file_size(out);
+                if (!options.dry_run) tally.file_done();
+            }
+            if (options.log) options.log(printable(p.tag) + "/" + printable(sf.name) + ": " + shrink_action_name(sf.action));
+            t.files.push_back(sf);
+        }
+        if (!options.dry_run) {
+            sync_directory(tmp.string());
+            remove_tree(p.to.string());
+            fs::rename(tmp, p.to);
+            sync_directory(dst);
+        }
+    } catch (...) {
+        try {
+            if (!options.dry_run) remove_tree(tmp.string());
+        } catch (const Error&) {
+            // The copy's own error is the one to report.
+        }
+        throw;
+    }
+    return t;
+}
+
+// `latest`, and Megatron's tracker file beside it when the source has one.
+void write_latest(const std::string& src, const std::string& dst, const std::string& latest) {
+    write_latest_tag(dst, latest);
+    const auto tracker = fs::path(src) / "latest_checkpointed_iteration.txt";
+    struct stat st {};
+    if (::stat(tracker.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+        write_file_atomic((fs::path(dst) / tracker.filename()).string(), read_file(tracker.string(), 4096, "Megatron tracker file"));
+}
 
 }  // namespace
 
@@ -172,130 +286,26 @@ ShrinkReport shrink_checkpoint(const std::string& src, const std::string& dst, c
     std::error_code ec;
     if (!fs::is_directory(src, ec)) throw Error(printable(src, 200) + ": not a checkpoint folder");
     refuse_overlap(src, "source", dst, "destination");
-    const auto note = [&](const std::string& m) {
-        if (options.note) options.note(m);
-    };
-
-    // `latest` decides the default tag; with tags named explicitly a damaged one only stays behind.
-    const bool explicit_tags = options.all_tags || !options.tags.empty();
-    std::string latest;
-    try {
-        latest = read_latest_tag(src).value_or("");
-    } catch (const Error& e) {
-        if (!explicit_tags) throw;
-        note(std::string("warning: ") + e.what() + "; `latest` is not copied");
-    }
-    std::vector<std::string> tags = options.tags;
-    if (options.all_tags) tags = list_tags(src, options);
-    if (tags.empty()) {
-        if (options.all_tags) throw Error(printable(src, 200) + ": no global_step* folders");
-        if (latest.empty()) throw Error(printable(src, 200) + ": no `latest` file; name the tags to copy (--tag) or use --all");
-        tags.push_back(latest);
-    }
-    std::sort(tags.begin(), tags.end());
-    tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+    const TagChoice choice = choose_tags(src, options);
 
     // Everything is checked before anything is written: tags, overlaps, existing destinations.
     std::vector<TagPlan> plans;
     std::uint64_t total = 0;
-    for (const auto& tag : tags) {
-        TagPlan p;
-        p.tag = tag;
-        const std::string source = tag == latest && options.tags.empty() && !options.all_tags
-                                       ? printable((fs::path(src) / "latest").string(), 200)
-                                       : std::string(options.all_tags ? "--all" : "--tag");
-        p.from = checked_tag_dir(src, tag, source);
-        // A tag folder may be a symbolic link: where it really lives must not be the destination.
-        refuse_overlap(p.from.string(), "source tag", dst, "destination");
-        p.to = fs::path(dst) / tag;
-        struct stat st {};
-        if (::lstat(p.to.c_str(), &st) == 0 && !options.dry_run) {
-            if (!S_ISDIR(st.st_mode))
-                throw Error(in_quotes(p.to.string()) + " exists and is not a folder; refusing to replace it");
-            if (!options.overwrite) throw Error(in_quotes(p.to.string()) + " exists; pass --overwrite to replace it");
-        }
-        for (const auto& e : fs::directory_iterator(p.from)) {
-            if (e.is_regular_file(ec)) p.files.push_back(e.path());
-            else note("warning: " + printable(tag) + "/" + printable(e.path().filename().string()) + " is not a regular file; not copied");
-        }
-        std::sort(p.files.begin(), p.files.end());
-        for (const auto& f : p.files) {
-            const std::string name = f.filename().string();
-            if (!is_optimizer_file(name) && name != "zero_to_fp32.py") total += file_size(f.string());
-        }
-        plans.push_back(std::move(p));
-    }
+    for (const auto& tag : choice.tags) plans.push_back(plan_tag(src, dst, tag, choice.latest, options, total));
     if (options.dry_run) {
         check_output_dir(dst, "destination");
     } else {
         for (const auto& removed : prepare_output_dir(dst, "destination"))
-            note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
+            note_to(options, "removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
     }
 
     ShrinkReport report;
     Tally tally{options, 0, 0, total};
-    for (const auto& p : plans) {
-        const fs::path tmp = temp_path_for(p.to.string());
-        if (!options.dry_run) fs::create_directories(tmp);
-        ShrinkTag t{p.tag, {}, 0, 0};
-        try {
-            for (const auto& f : p.files) {
-                const std::string name = f.filename().string();
-                const std::string out = (tmp / name).string();
-                ShrinkFile sf{name, file_size(f.string()), ShrinkFile::Action::Copied};
-                t.bytes_in += sf.bytes;
-                if (is_optimizer_file(name) || name == "zero_to_fp32.py") {
-                    sf.action = ShrinkFile::Action::Dropped;
-                } else if (is_mp_rank_file(name)) {
-                    TorchFile in(f.string(), options.verify);
-                    const auto* opt = in.root().type() == PyType::Dict ? in.root().find("optimizer") : nullptr;
-                    if (opt && !opt->is_none()) {
-                        sf.action = ShrinkFile::Action::Rewritten;
-                        if (!options.dry_run) {
-                            rewrite_without_optimizer(in, out);
-                            tally.add(sf.bytes);
-                        }
-                    } else if (!options.dry_run) {
-                        if (options.verify) copy_verified(f.string(), out, tally);
-                        else copy_plain(f.string(), out, tally);
-                    }
-                } else if (!options.dry_run) {
-                    if (options.verify && ends_with(name, ".pt")) copy_verified(f.string(), out, tally);
-                    else copy_plain(f.string(), out, tally);
-                }
-                if (sf.action != ShrinkFile::Action::Dropped) {
-                    t.bytes_out += options.dry_run || sf.action == ShrinkFile::Action::Copied ? sf.bytes : file_size(out);
-                    if (!options.dry_run) tally.file_done();
-                }
-                if (options.log) options.log(printable(p.tag) + "/" + printable(name) + ": " + shrink_action_name(sf.action));
-                t.files.push_back(sf);
-            }
-            if (!options.dry_run) {
-                sync_directory(tmp.string());
-                remove_tree(p.to.string());
-                fs::rename(tmp, p.to);
-                sync_directory(dst);
-            }
-        } catch (...) {
-            try {
-                if (!options.dry_run) remove_tree(tmp.string());
-            } catch (const Error&) {
-                // The copy's own error is the one to report.
-            }
-            throw;
-        }
-        report.tags.push_back(std::move(t));
-    }
+    for (const auto& p : plans) report.tags.push_back(shrink_tag(p, dst, options, tally));
     // `latest` moves last, and only to a tag that was copied.
-    if (!latest.empty() && std::find(tags.begin(), tags.end(), latest) != tags.end()) {
-        if (!options.dry_run) {
-            write_latest_tag(dst, latest);
-            const auto tracker = fs::path(src) / "latest_checkpointed_iteration.txt";
-            struct stat st {};
-            if (::stat(tracker.c_str(), &st) == 0 && S_ISREG(st.st_mode))
-                write_file_atomic((fs::path(dst) / tracker.filename()).string(),
-                                  read_file(tracker.string(), 4096, "Megatron tracker file"));
-        }
+    const auto& tags = choice.tags;
+    if (!choice.latest.empty() && std::find(tags.begin(), tags.end(), choice.latest) != tags.end()) {
+        if (!options.dry_run) write_latest(src, dst, choice.latest);
         report.latest_written = true;
     }
     return report;

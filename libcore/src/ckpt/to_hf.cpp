@@ -202,61 +202,123 @@ void check_destination(const fs::path& dir, bool overwrite) {
                     "replaces only those (choose another destination, or remove the folder yourself)");
 }
 
-}  // namespace
 
-ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const std::string& out, const ToHfOptions& options) {
-    const auto note = [&](const std::string& m) {
-        if (options.note) options.note(m);
-    };
-    // "hf/", "." and "run/.." name the folder itself, never a part of it or its parent.
-    const fs::path final_dir = plain_folder_path(out);
-    if (final_dir.filename().empty()) throw UsageError("destination " + in_quotes(out) + ": not a folder that can be written and renamed");
-    refuse_overlap(path, "source", final_dir.string(), "destination");
-    const DsCheckpoint ck(path, tag, options.verify);
-    // The tag folder may be a symbolic link: where it really lives must not be the destination.
-    refuse_overlap(ck.directory(), "source tag", final_dir.string(), "destination");
-    check_destination(final_dir, options.overwrite);
-    const std::string where = ck.directory();
-    const std::int64_t L = ck.int_arg("num_layers"), h = ck.int_arg("hidden_size"), n = ck.int_arg("num_attention_heads");
-    const std::int64_t V = ck.int_arg("padded_vocab_size");
-    const std::int64_t f = ck.arg("ffn_hidden_size") && ck.arg("ffn_hidden_size")->type() == PyType::Int ? ck.int_arg("ffn_hidden_size") : 4 * h;
-    const std::int64_t S = ck.arg("max_position_embeddings") && ck.arg("max_position_embeddings")->type() == PyType::Int
-                               ? ck.int_arg("max_position_embeddings")
-                               : ck.int_arg("seq_length");
-    const auto& layers = ck.layers();
-    if (static_cast<std::int64_t>(layers.size()) != L + 2) {
-        std::string present, gap;
-        for (std::size_t i = 0; i < layers.size(); ++i) {
-            present += (i ? ", " : "") + std::to_string(layers[i]);
-            // Blocks are numbered consecutively: a hole between two of them is a missing file.
-            if (gap.empty() && i >= 2 && i + 1 < layers.size() && layers[i] - layers[i - 1] > 1)
-                gap = "; " + ds_layer_file(layers[i - 1] + 1, 0) + " looks missing";
-        }
-        throw Error(where + ": layer files for indices " + present + " (" + std::to_string(layers.size()) + "), args.num_layers " +
-                    std::to_string(L) + " needs " + std::to_string(L + 2) + " (embedding, blocks, final norm)" + gap);
-    }
-    if (h % n != 0) throw Error(where + ": hidden_size " + std::to_string(h) + " is not a multiple of num_attention_heads");
-    if (const auto* glu = ck.arg("glu_activation"); glu && !glu->is_none())
-        throw Error(where + ": GLU models (args.glu_activation) have no GPT2 or BLOOM equivalent");
-    const std::string pos = position_embedding_type(ck);
-    const bool embed_ln = bool_arg(ck, "embed_layernorm", false);
+using Note = std::function<void(const std::string&)>;
 
-    HfModelType type = options.model_type;
-    if (type == HfModelType::Auto) type = pos == "alibi" ? HfModelType::Bloom : HfModelType::Gpt2;
-    const bool bloom = type == HfModelType::Bloom;
-    if (bloom && (pos != "alibi" || !embed_ln || f != 4 * h))
-        throw Error(where + ": BLOOM needs ALiBi, the embedding LayerNorm and ffn_hidden_size = 4 × hidden_size (position "
-                    "embeddings: " + pos + ", embed_layernorm " + (embed_ln ? "on" : "off") + ", ffn " + std::to_string(f) + ")");
-    if (!bloom && pos != "absolute")
-        throw Error(where + ": GPT2 needs learned absolute position embeddings, the checkpoint has " + pos +
-                    (pos == "alibi" && embed_ln ? std::string(" (use --model-type bloom)") : std::string(" (no GPT2 or BLOOM equivalent)")));
+// What the checkpoint's args say of the model, and the Hugging Face architecture it becomes.
+struct ModelArgs {
+    std::int64_t num_layers = 0, hidden_size = 0, num_heads = 0;
+    std::int64_t padded_vocab_size = 0, ffn_hidden_size = 0, max_positions = 0;
+    std::string position_embedding;  // "absolute", "alibi" or "rotary"
+    bool embed_layernorm = false;
+    bool bloom = false;  // BloomForCausalLM, else GPT2LMHeadModel
     // GPT with absolute positions AND --embed-layernorm (tr8-104B): Megatron-DeepSpeed normalises the
     // word embedding alone, before the position embedding is added (VocabParallelEmbedding.forward),
     // so LayerNorm(W[token]) depends on the token only: GPT2's wte holds the normalised rows and an
     // untied lm_head holds W itself, which the output layer multiplies by (tied in Megatron).
-    const bool fold_embed_ln = !bloom && embed_ln;
+    bool fold_embed_ln = false;
+};
 
-    // The tensors to write, in order, with their output shapes (from the shards' headers).
+// One layer file per index: the embedding, num_layers blocks, the final norm.
+void check_layer_files(const DsCheckpoint& ck, std::int64_t num_layers) {
+    const auto& layers = ck.layers();
+    if (static_cast<std::int64_t>(layers.size()) == num_layers + 2) return;
+    std::string present, gap;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        present += (i ? ", " : "") + std::to_string(layers[i]);
+        // Blocks are numbered consecutively: a hole between two of them is a missing file.
+        if (gap.empty() && i >= 2 && i + 1 < layers.size() && layers[i] - layers[i - 1] > 1)
+            gap = "; " + ds_layer_file(layers[i - 1] + 1, 0) + " looks missing";
+    }
+    throw Error(ck.directory() + ": layer files for indices " + present + " (" + std::to_string(layers.size()) + "), args.num_layers " +
+                std::to_string(num_layers) + " needs " + std::to_string(num_layers + 2) + " (embedding, blocks, final norm)" + gap);
+}
+
+// Reads Megatron's args, checks the layer files against them and settles the architecture.
+ModelArgs read_model_args(const DsCheckpoint& ck, HfModelType requested) {
+    const std::string& where = ck.directory();
+    ModelArgs m;
+    m.num_layers = ck.int_arg("num_layers");
+    m.hidden_size = ck.int_arg("hidden_size");
+    m.num_heads = ck.int_arg("num_attention_heads");
+    m.padded_vocab_size = ck.int_arg("padded_vocab_size");
+    const auto is_int = [&](const char* name) { return ck.arg(name) && ck.arg(name)->type() == PyType::Int; };
+    m.ffn_hidden_size = is_int("ffn_hidden_size") ? ck.int_arg("ffn_hidden_size") : 4 * m.hidden_size;
+    m.max_positions = is_int("max_position_embeddings") ? ck.int_arg("max_position_embeddings") : ck.int_arg("seq_length");
+    check_layer_files(ck, m.num_layers);
+    if (m.hidden_size % m.num_heads != 0)
+        throw Error(where + ": hidden_size " + std::to_string(m.hidden_size) + " is not a multiple of num_attention_heads");
+    if (const auto* glu = ck.arg("glu_activation"); glu && !glu->is_none())
+        throw Error(where + ": GLU models (args.glu_activation) have no GPT2 or BLOOM equivalent");
+    m.position_embedding = position_embedding_type(ck);
+    m.embed_layernorm = bool_arg(ck, "embed_layernorm", false);
+    const std::string& pos = m.position_embedding;
+    const bool embed_ln = m.embed_layernorm;
+    if (requested == HfModelType::Auto) requested = pos == "alibi" ? HfModelType::Bloom : HfModelType::Gpt2;
+    m.bloom = requested == HfModelType::Bloom;
+    if (m.bloom && (pos != "alibi" || !embed_ln || m.ffn_hidden_size != 4 * m.hidden_size))
+        throw Error(where + ": BLOOM needs ALiBi, the embedding LayerNorm and ffn_hidden_size = 4 × hidden_size (position "
+                    "embeddings: " + pos + ", embed_layernorm " + (embed_ln ? "on" : "off") + ", ffn " +
+                    std::to_string(m.ffn_hidden_size) + ")");
+    if (!m.bloom && pos != "absolute")
+        throw Error(where + ": GPT2 needs learned absolute position embeddings, the checkpoint has " + pos +
+                    (pos == "alibi" && embed_ln ? std::string(" (use --model-type bloom)") : std::string(" (no GPT2 or BLOOM equivalent)")));
+    m.fold_embed_ln = !m.bloom && embed_ln;
+    return m;
+}
+
+// Names tensor `e.name` of the embedding's layer file. False when it is left out (the embedding
+// LayerNorm folded into the rows); `lm_head` gets the untied output layer when folding.
+bool name_embedding_tensor(const ModelArgs& m, Entry& e, std::optional<Entry>& lm_head) {
+    const std::string& name = e.name;
+    if (m.fold_embed_ln && (name == "word_embeddings.norm.weight" || name == "word_embeddings.norm.bias")) return false;
+    if (name == "word_embeddings.weight") e.hf_name = m.bloom ? "transformer.word_embeddings.weight" : "transformer.wte.weight";
+    if (m.fold_embed_ln && name == "word_embeddings.weight") {
+        e.transform = Transform::EmbedNorm;
+        Entry head = e;
+        head.hf_name = "lm_head.weight";
+        head.transform = Transform::None;
+        lm_head = head;
+    } else if (m.bloom && name == "word_embeddings.norm.weight") {
+        e.hf_name = "transformer.word_embeddings_layernorm.weight";
+    } else if (m.bloom && name == "word_embeddings.norm.bias") {
+        e.hf_name = "transformer.word_embeddings_layernorm.bias";
+    } else if (!m.bloom && name == "position_embeddings.weight") {
+        e.hf_name = "transformer.wpe.weight";
+    }
+    return true;
+}
+
+// Names tensor `e.name` of block `block` (0-based): BLOOM keeps Megatron's names, GPT2 renames and
+// lays out (Conv1D weights are transposed, fused QKV reordered).
+void name_block_tensor(const ModelArgs& m, std::size_t block, Entry& e) {
+    const std::string prefix = "transformer.h." + std::to_string(block) + ".";
+    if (m.bloom) {
+        if (bloom_block_key(e.name)) e.hf_name = prefix + e.name;
+    } else {
+        const auto hf = gpt2_block_name(e.name, e.transform);
+        if (!hf.empty()) e.hf_name = prefix + hf;
+    }
+}
+
+// The folded embedding LayerNorm needs its weight and bias, and the untied lm_head goes last.
+void add_untied_lm_head(const DsCheckpoint& ck, const std::optional<Entry>& lm_head, std::vector<Entry>& entries, const Note& note) {
+    const auto& layers = ck.layers();
+    if (!lm_head) throw Error(ck.layer_file(layers.front(), 0) + ": no word_embeddings.weight (expected the embedding in the first layer file)");
+    const auto l0 = ck.open_layer(layers.front());
+    const auto names = l0.names();
+    for (const char* norm : {"word_embeddings.norm.weight", "word_embeddings.norm.bias"})
+        if (std::find(names.begin(), names.end(), norm) == names.end())
+            throw Error(ck.layer_file(layers.front(), 0) + ": args.embed_layernorm is on but " + in_quotes(norm) + " is missing");
+    entries.push_back(*lm_head);
+    note("the embedding LayerNorm (--embed-layernorm) is folded into transformer.wte.weight; lm_head.weight holds the "
+         "unnormalised embedding (config.json: tie_word_embeddings false)");
+}
+
+// The tensors to write, in order, with their Hugging Face names and output shapes (from the
+// shards' headers only).
+std::vector<Entry> plan_tensors(const DsCheckpoint& ck, const ModelArgs& m, const Note& note) {
+    const auto& layers = ck.layers();
     std::vector<Entry> entries;
     std::optional<Entry> lm_head;  // fold_embed_ln: the untied output layer, written last
     for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -268,31 +330,14 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
             e.dtype = layer.dtype(name);
             e.shape = layer.shape(name);
             if (i == 0) {
-                if (fold_embed_ln && (name == "word_embeddings.norm.weight" || name == "word_embeddings.norm.bias")) continue;  // folded
-                if (name == "word_embeddings.weight") e.hf_name = bloom ? "transformer.word_embeddings.weight" : "transformer.wte.weight";
-                if (fold_embed_ln && name == "word_embeddings.weight") {
-                    e.transform = Transform::EmbedNorm;
-                    Entry head = e;
-                    head.hf_name = "lm_head.weight";
-                    head.transform = Transform::None;
-                    lm_head = head;
-                }
-                else if (bloom && name == "word_embeddings.norm.weight") e.hf_name = "transformer.word_embeddings_layernorm.weight";
-                else if (bloom && name == "word_embeddings.norm.bias") e.hf_name = "transformer.word_embeddings_layernorm.bias";
-                else if (!bloom && name == "position_embeddings.weight") e.hf_name = "transformer.wpe.weight";
+                if (!name_embedding_tensor(m, e, lm_head)) continue;
             } else if (i + 1 == layers.size()) {
                 if (name == "weight" || name == "bias") e.hf_name = "transformer.ln_f." + name;
             } else {
-                const std::string prefix = "transformer.h." + std::to_string(i - 1) + ".";
-                if (bloom) {
-                    if (bloom_block_key(name)) e.hf_name = prefix + name;
-                } else {
-                    const auto hf = gpt2_block_name(name, e.transform);
-                    if (!hf.empty()) e.hf_name = prefix + hf;
-                }
+                name_block_tensor(m, i - 1, e);
             }
             if (e.hf_name.empty())
-                throw Error(ck.layer_file(layers[i], 0) + ": tensor " + in_quotes(name) + " has no place in a " + (bloom ? "BLOOM" : "GPT2") + " model");
+                throw Error(ck.layer_file(layers[i], 0) + ": tensor " + in_quotes(name) + " has no place in a " + (m.bloom ? "BLOOM" : "GPT2") + " model");
             if (e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose) {
                 if (e.shape.size() != 2) throw Error(ck.layer_file(layers[i], 0) + ": " + in_quotes(name) + " is not a matrix");
                 std::swap(e.shape[0], e.shape[1]);
@@ -300,183 +345,195 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
             entries.push_back(std::move(e));
         }
     }
-    if (fold_embed_ln) {
-        if (!lm_head) throw Error(ck.layer_file(layers.front(), 0) + ": no word_embeddings.weight (expected the embedding in the first layer file)");
-        const auto l0 = ck.open_layer(layers.front());
-        const auto names = l0.names();
-        for (const char* norm : {"word_embeddings.norm.weight", "word_embeddings.norm.bias"})
-            if (std::find(names.begin(), names.end(), norm) == names.end())
-                throw Error(ck.layer_file(layers.front(), 0) + ": args.embed_layernorm is on but " + in_quotes(norm) + " is missing");
-        entries.push_back(*lm_head);
-        note("the embedding LayerNorm (--embed-layernorm) is folded into transformer.wte.weight; lm_head.weight holds the "
-             "unnormalised embedding (config.json: tie_word_embeddings false)");
-    }
-    if (entries.empty()) throw Error(where + ": no tensors");
-    const DType dtype = entries.front().dtype;
+    if (m.fold_embed_ln) add_untied_lm_head(ck, lm_head, entries, note);
+    if (entries.empty()) throw Error(ck.directory() + ": no tensors");
+    return entries;
+}
 
-    // The embedding decides which token ids exist: config.json's vocab_size and every tokenizer id
-    // must fit it, or transformers fails at the first forward (IndexError) instead of here.
+// The embedding decides which token ids exist: config.json's vocab_size and every tokenizer id
+// must fit it, or transformers fails at the first forward (IndexError) instead of here.
+std::int64_t embedding_rows(const DsCheckpoint& ck, const ModelArgs& m, const std::vector<Entry>& entries) {
     const auto embedding = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) {
-        return e.hf_name == (bloom ? "transformer.word_embeddings.weight" : "transformer.wte.weight");
+        return e.hf_name == (m.bloom ? "transformer.word_embeddings.weight" : "transformer.wte.weight");
     });
     if (embedding == entries.end() || embedding->shape.size() != 2)
-        throw Error(ck.layer_file(layers.front(), 0) + ": no word_embeddings.weight matrix (expected the embedding in the first layer file)");
+        throw Error(ck.layer_file(ck.layers().front(), 0) + ": no word_embeddings.weight matrix (expected the embedding in the first layer file)");
     const std::int64_t rows = embedding->shape[0];
-    if (rows != V)
-        throw Error(where + ": args.padded_vocab_size " + std::to_string(V) + " but the embedding has " + std::to_string(rows) +
-                    " rows; config.json's vocab_size would not match the weights");
-    const auto tokenizer = hf_detail::find_tokenizer(ck, options, note);
-    hf_detail::check_tokenizer_fits(tokenizer, rows);
+    if (rows != m.padded_vocab_size)
+        throw Error(ck.directory() + ": args.padded_vocab_size " + std::to_string(m.padded_vocab_size) + " but the embedding has " +
+                    std::to_string(rows) + " rows; config.json's vocab_size would not match the weights");
+    return rows;
+}
 
-    // Shards of at most max_shard_bytes (a larger tensor gets a shard of its own).
+// Shards of at most max_shard_bytes (a larger tensor gets a shard of its own): entry indices.
+std::vector<std::vector<std::size_t>> plan_shards(const std::vector<Entry>& entries, std::uint64_t max_shard_bytes) {
     std::vector<std::vector<std::size_t>> shards(1);
-    std::uint64_t in_shard = 0, total = 0;
+    std::uint64_t in_shard = 0;
     for (std::size_t i = 0; i < entries.size(); ++i) {
         const auto b = entries[i].bytes();
-        if (!shards.back().empty() && in_shard + b > options.max_shard_bytes) {
+        if (!shards.back().empty() && in_shard + b > max_shard_bytes) {
             shards.emplace_back();
             in_shard = 0;
         }
         shards.back().push_back(i);
         in_shard += b;
-        total += b;
     }
+    return shards;
+}
 
-    const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
-    for (const auto& removed : prepare_output_dir(parent.string(), "destination's folder"))
-        note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
-    const fs::path tmp = temp_path_for(final_dir.string());
-    remove_tree(tmp.string());
-    fs::create_directories(tmp);
-    ToHfReport report;
-    report.model_type = bloom ? "bloom" : "gpt2";
-    report.output = final_dir.string();
-    report.tensors = entries.size();
+// The layer file open for streaming; tensors come in layer order, so each is opened once.
+struct OpenLayer {
+    const DsCheckpoint& ck;
+    std::optional<DsCheckpoint::Layer> layer;
+    int index = -1;
+    const DsCheckpoint::Layer& get(int wanted) {
+        if (index != wanted) {
+            layer.reset();
+            layer.emplace(ck.open_layer(wanted));
+            index = wanted;
+        }
+        return *layer;
+    }
+};
+
+// The merged tensor of `e` in its Hugging Face layout.
+GlobalTensor convert_tensor(const DsCheckpoint& ck, const DsCheckpoint::Layer& layer, const Entry& e, const ModelArgs& m) {
+    const std::int64_t n = m.num_heads, d = m.hidden_size / m.num_heads;
+    auto g = layer.merge(e.name);
+    const std::size_t esize = dtype_size(g.dtype);
+    if (e.transform == Transform::EmbedNorm)
+        layer_norm_rows(g, layer.merge("word_embeddings.norm.weight"), layer.merge("word_embeddings.norm.bias"), ck.layer_file(e.layer, 0));
+    if (e.transform == Transform::QkvReorder || e.transform == Transform::QkvReorderTranspose) {
+        if (g.shape[0] != 3 * n * d) throw Error(ck.layer_file(e.layer, 0) + ": " + e.name + " does not have 3 × hidden rows");
+        std::size_t row = esize;
+        for (std::size_t j = 1; j < g.shape.size(); ++j) row *= static_cast<std::size_t>(g.shape[j]);
+        g.data = qkv_to_gpt2(g.data, n, d, row);
+    }
+    if (e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose)
+        g.data = transpose(g.data, g.shape[0], g.shape[1], esize);
+    return g;
+}
+
+// The safetensors files (and the index when there are several), tensors streamed one at a time.
+void write_weights(const DsCheckpoint& ck, const ModelArgs& m, const std::vector<Entry>& entries, const fs::path& tmp,
+                   const ToHfOptions& options, ToHfReport& report) {
+    const auto shards = plan_shards(entries, options.max_shard_bytes);
     report.shards = shards.size();
-    report.bytes = total;
-    try {
-        nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", nlohmann::ordered_json::object()}};
-        std::optional<DsCheckpoint::Layer> open;
-        int open_index = -1;
-        std::size_t done = 0;
-        std::uint64_t bytes_done = 0;
-        const std::int64_t d = h / n;
-        for (std::size_t s = 0; s < shards.size(); ++s) {
-            char buf[64];
-            std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-            const std::string file = shards.size() == 1 ? "model.safetensors" : buf;
-            std::vector<TensorEntry> te;
-            for (auto i : shards[s]) {
-                te.push_back({entries[i].hf_name, entries[i].dtype, entries[i].shape});
-                index["weight_map"][entries[i].hf_name] = file;
-            }
-            write_safetensors_streamed((tmp / file).string(), te, {{"format", "pt"}}, [&](std::size_t k, AtomicOutput& o) {
-                const auto& e = entries[shards[s][k]];
-                if (open_index != e.layer) {
-                    open.reset();
-                    open.emplace(ck.open_layer(e.layer));
-                    open_index = e.layer;
-                }
-                auto g = open->merge(e.name);
-                const std::size_t esize = dtype_size(g.dtype);
-                if (e.transform == Transform::EmbedNorm)
-                    layer_norm_rows(g, open->merge("word_embeddings.norm.weight"), open->merge("word_embeddings.norm.bias"),
-                                    ck.layer_file(e.layer, 0));
-                if (e.transform == Transform::QkvReorder || e.transform == Transform::QkvReorderTranspose) {
-                    if (g.shape[0] != 3 * n * d) throw Error(ck.layer_file(e.layer, 0) + ": " + e.name + " does not have 3 × hidden rows");
-                    std::size_t row = esize;
-                    for (std::size_t j = 1; j < g.shape.size(); ++j) row *= static_cast<std::size_t>(g.shape[j]);
-                    g.data = qkv_to_gpt2(g.data, n, d, row);
-                }
-                if (e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose)
-                    g.data = transpose(g.data, g.shape[0], g.shape[1], esize);
-                o.write(g.data.data(), g.data.size());
-                bytes_done += g.data.size();
-                if (options.progress) options.progress(++done, entries.size(), bytes_done, total);
-            });
-            report.files.push_back(file);
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", report.bytes}}}, {"weight_map", nlohmann::ordered_json::object()}};
+    OpenLayer open{ck, std::nullopt, -1};
+    std::size_t done = 0;
+    std::uint64_t bytes_done = 0;
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+        const std::string file = shards.size() == 1 ? "model.safetensors" : buf;
+        std::vector<TensorEntry> te;
+        for (auto i : shards[s]) {
+            te.push_back({entries[i].hf_name, entries[i].dtype, entries[i].shape});
+            index["weight_map"][entries[i].hf_name] = file;
         }
-        if (shards.size() > 1) {
-            write_file_atomic((tmp / "model.safetensors.index.json").string(), index.dump(2) + "\n");
-            report.files.push_back("model.safetensors.index.json");
-        }
+        write_safetensors_streamed((tmp / file).string(), te, {{"format", "pt"}}, [&](std::size_t k, AtomicOutput& o) {
+            const auto& e = entries[shards[s][k]];
+            const auto g = convert_tensor(ck, open.get(e.layer), e, m);
+            o.write(g.data.data(), g.data.size());
+            bytes_done += g.data.size();
+            if (options.progress) options.progress(++done, entries.size(), bytes_done, report.bytes);
+        });
+        report.files.push_back(file);
+    }
+    if (shards.size() > 1) {
+        write_file_atomic((tmp / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+        report.files.push_back("model.safetensors.index.json");
+    }
+}
 
-        // config.json
-        const double eps = float_arg(ck, "layernorm_epsilon", 1e-5);
-        nlohmann::ordered_json config;
-        if (bloom) {
-            config = {{"architectures", {"BloomForCausalLM"}},
-                      {"model_type", "bloom"},
-                      {"vocab_size", V},
-                      {"hidden_size", h},
-                      {"n_layer", L},
-                      {"n_head", n},
-                      {"layer_norm_epsilon", eps},
-                      {"initializer_range", float_arg(ck, "init_method_std", 0.02)},
-                      {"hidden_dropout", float_arg(ck, "hidden_dropout", 0.0)},
-                      {"attention_dropout", float_arg(ck, "attention_dropout", 0.0)},
-                      {"apply_residual_connection_post_layernorm", false},
-                      {"pretraining_tp", ck.tp()},
-                      {"slow_but_exact", false},
-                      {"bos_token_id", 1},
-                      {"eos_token_id", 2},
-                      {"use_cache", true},
-                      {"torch_dtype", torch_dtype_name(dtype)}};
-        } else {
-            // Megatron's default fused bias-GeLU is the tanh approximation = transformers' gelu_fast.
-            const char* act = bool_arg(ck, "bias_gelu_fusion", true) ? "gelu_fast" : bool_arg(ck, "openai_gelu", false) ? "gelu_new" : "gelu";
-            config = {{"architectures", {"GPT2LMHeadModel"}},
-                      {"model_type", "gpt2"},
-                      {"vocab_size", V},
-                      {"n_positions", S},
-                      {"n_embd", h},
-                      {"n_layer", L},
-                      {"n_head", n},
-                      {"n_inner", f},
-                      {"activation_function", act},
-                      {"layer_norm_epsilon", eps},
-                      {"initializer_range", float_arg(ck, "init_method_std", 0.02)},
-                      {"resid_pdrop", float_arg(ck, "hidden_dropout", 0.1)},
-                      {"embd_pdrop", float_arg(ck, "hidden_dropout", 0.1)},
-                      {"attn_pdrop", float_arg(ck, "attention_dropout", 0.1)},
-                      {"scale_attn_weights", true},
-                      {"bos_token_id", nullptr},
-                      {"eos_token_id", nullptr},
-                      {"tie_word_embeddings", !fold_embed_ln},
-                      {"use_cache", true},
-                      {"torch_dtype", torch_dtype_name(dtype)}};
+// config.json: Megatron's sizes under transformers' names for the architecture.
+nlohmann::ordered_json make_config(const DsCheckpoint& ck, const ModelArgs& m, DType dtype, const hf_detail::TokenizerFiles& tokenizer) {
+    const double eps = float_arg(ck, "layernorm_epsilon", 1e-5);
+    if (m.bloom)
+        return {{"architectures", {"BloomForCausalLM"}},
+                {"model_type", "bloom"},
+                {"vocab_size", m.padded_vocab_size},
+                {"hidden_size", m.hidden_size},
+                {"n_layer", m.num_layers},
+                {"n_head", m.num_heads},
+                {"layer_norm_epsilon", eps},
+                {"initializer_range", float_arg(ck, "init_method_std", 0.02)},
+                {"hidden_dropout", float_arg(ck, "hidden_dropout", 0.0)},
+                {"attention_dropout", float_arg(ck, "attention_dropout", 0.0)},
+                {"apply_residual_connection_post_layernorm", false},
+                {"pretraining_tp", ck.tp()},
+                {"slow_but_exact", false},
+                {"bos_token_id", 1},
+                {"eos_token_id", 2},
+                {"use_cache", true},
+                {"torch_dtype", torch_dtype_name(dtype)}};
+    // Megatron's default fused bias-GeLU is the tanh approximation = transformers' gelu_fast.
+    const char* act = bool_arg(ck, "bias_gelu_fusion", true) ? "gelu_fast" : bool_arg(ck, "openai_gelu", false) ? "gelu_new" : "gelu";
+    // GPT-2 BPE files with <|endoftext|>: that token begins and ends texts.
+    const bool eos = tokenizer.kind == hf_detail::TokenizerFiles::Kind::Gpt2Bpe && tokenizer.eos_id;
+    const nlohmann::ordered_json eos_id = eos ? nlohmann::ordered_json(*tokenizer.eos_id) : nlohmann::ordered_json(nullptr);
+    return {{"architectures", {"GPT2LMHeadModel"}},
+            {"model_type", "gpt2"},
+            {"vocab_size", m.padded_vocab_size},
+            {"n_positions", m.max_positions},
+            {"n_embd", m.hidden_size},
+            {"n_layer", m.num_layers},
+            {"n_head", m.num_heads},
+            {"n_inner", m.ffn_hidden_size},
+            {"activation_function", act},
+            {"layer_norm_epsilon", eps},
+            {"initializer_range", float_arg(ck, "init_method_std", 0.02)},
+            {"resid_pdrop", float_arg(ck, "hidden_dropout", 0.1)},
+            {"embd_pdrop", float_arg(ck, "hidden_dropout", 0.1)},
+            {"attn_pdrop", float_arg(ck, "attention_dropout", 0.1)},
+            {"scale_attn_weights", true},
+            {"bos_token_id", eos_id},
+            {"eos_token_id", eos_id},
+            {"tie_word_embeddings", !m.fold_embed_ln},
+            {"use_cache", true},
+            {"torch_dtype", torch_dtype_name(dtype)}};
+}
+
+// Tokenizer: a folder copied as is, or GPT-2 BPE files with their tokenizer_config.json and
+// special_tokens_map.json (settled and checked before any weight was written).
+void write_tokenizer(const hf_detail::TokenizerFiles& tokenizer, std::int64_t max_positions, const fs::path& tmp, ToHfReport& report) {
+    if (tokenizer.kind == hf_detail::TokenizerFiles::Kind::Folder) {
+        for (const auto& e : fs::directory_iterator(tokenizer.folder)) {
+            std::error_code ec;
+            if (!e.is_regular_file(ec)) continue;
+            if (!tokenizer.files.empty() &&
+                std::find(tokenizer.files.begin(), tokenizer.files.end(), e.path().filename().string()) == tokenizer.files.end())
+                continue;
+            copy_file(e.path().string(), (tmp / e.path().filename()).string());
+            report.files.push_back(e.path().filename().string());
         }
+    } else if (tokenizer.kind == hf_detail::TokenizerFiles::Kind::Gpt2Bpe) {
+        copy_file(tokenizer.vocab, (tmp / "vocab.json").string());
+        copy_file(tokenizer.merges, (tmp / "merges.txt").string());
+        const std::string special = tokenizer.eos_id ? "<|endoftext|>" : "";
+        nlohmann::ordered_json tc = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", max_positions}, {"add_prefix_space", false}};
+        nlohmann::ordered_json sm = nlohmann::ordered_json::object();
+        if (!special.empty())
+            for (const char* k : {"bos_token", "eos_token", "unk_token"}) tc[k] = sm[k] = special;
+        write_file_atomic((tmp / "tokenizer_config.json").string(), tc.dump(2) + "\n");
+        write_file_atomic((tmp / "special_tokens_map.json").string(), sm.dump(2) + "\n");
+        for (const char* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"})
+            report.files.push_back(name);
+    }
+}
+
+// Writes everything into `tmp` and renames it to `final_dir`; `tmp` is removed on any error.
+void write_export(const DsCheckpoint& ck, const ModelArgs& m, const std::vector<Entry>& entries,
+                  const hf_detail::TokenizerFiles& tokenizer, const fs::path& tmp, const fs::path& final_dir,
+                  const ToHfOptions& options, ToHfReport& report) {
+    const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
+    try {
+        write_weights(ck, m, entries, tmp, options, report);
+        const auto config = make_config(ck, m, entries.front().dtype, tokenizer);
         write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n");
         report.files.push_back("config.json");
-
-        // Tokenizer: a folder copied as is, or GPT-2 BPE files (settled and checked above).
-        if (tokenizer.kind == hf_detail::TokenizerFiles::Kind::Folder) {
-            for (const auto& e : fs::directory_iterator(tokenizer.folder)) {
-                std::error_code ec;
-                if (!e.is_regular_file(ec)) continue;
-                if (!tokenizer.files.empty() &&
-                    std::find(tokenizer.files.begin(), tokenizer.files.end(), e.path().filename().string()) == tokenizer.files.end())
-                    continue;
-                copy_file(e.path().string(), (tmp / e.path().filename()).string());
-                report.files.push_back(e.path().filename().string());
-            }
-        } else if (tokenizer.kind == hf_detail::TokenizerFiles::Kind::Gpt2Bpe) {
-            copy_file(tokenizer.vocab, (tmp / "vocab.json").string());
-            copy_file(tokenizer.merges, (tmp / "merges.txt").string());
-            const std::string special = tokenizer.eos_id ? "<|endoftext|>" : "";
-            if (!bloom && tokenizer.eos_id) {
-                config["bos_token_id"] = config["eos_token_id"] = *tokenizer.eos_id;
-                write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n");
-            }
-            nlohmann::ordered_json tc = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", S}, {"add_prefix_space", false}};
-            nlohmann::ordered_json sm = nlohmann::ordered_json::object();
-            if (!special.empty())
-                for (const char* k : {"bos_token", "eos_token", "unk_token"}) tc[k] = sm[k] = special;
-            write_file_atomic((tmp / "tokenizer_config.json").string(), tc.dump(2) + "\n");
-            write_file_atomic((tmp / "special_tokens_map.json").string(), sm.dump(2) + "\n");
-            for (const char* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"})
-                report.files.push_back(name);
-        }
+        write_tokenizer(tokenizer, m.max_positions, tmp, report);
         sync_directory(tmp.string());
         check_destination(final_dir, options.overwrite);  // still what was checked before the long work
         remove_tree(final_dir.string());
@@ -490,6 +547,42 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
         }
         throw;
     }
+}
+
+}  // namespace
+
+ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const std::string& out, const ToHfOptions& options) {
+    const Note note = [&](const std::string& m) {
+        if (options.note) options.note(m);
+    };
+    // "hf/", "." and "run/.." name the folder itself, never a part of it or its parent.
+    const fs::path final_dir = plain_folder_path(out);
+    if (final_dir.filename().empty()) throw UsageError("destination " + in_quotes(out) + ": not a folder that can be written and renamed");
+    refuse_overlap(path, "source", final_dir.string(), "destination");
+    const DsCheckpoint ck(path, tag, options.verify);
+    // The tag folder may be a symbolic link: where it really lives must not be the destination.
+    refuse_overlap(ck.directory(), "source tag", final_dir.string(), "destination");
+    check_destination(final_dir, options.overwrite);
+
+    // Everything is read and checked before anything is written: args, tensors, tokenizer.
+    const ModelArgs m = read_model_args(ck, options.model_type);
+    const std::vector<Entry> entries = plan_tensors(ck, m, note);
+    const std::int64_t rows = embedding_rows(ck, m, entries);
+    const auto tokenizer = hf_detail::find_tokenizer(ck, options, note);
+    hf_detail::check_tokenizer_fits(tokenizer, rows);
+
+    const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
+    for (const auto& removed : prepare_output_dir(parent.string(), "destination's folder"))
+        note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
+    const fs::path tmp = temp_path_for(final_dir.string());
+    remove_tree(tmp.string());
+    fs::create_directories(tmp);
+    ToHfReport report;
+    report.model_type = m.bloom ? "bloom" : "gpt2";
+    report.output = final_dir.string();
+    report.tensors = entries.size();
+    for (const auto& e : entries) report.bytes += e.bytes();
+    write_export(ck, m, entries, tokenizer, tmp, final_dir, options, report);
     return report;
 }
 

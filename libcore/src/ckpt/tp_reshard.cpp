@@ -21,7 +21,7 @@ bool is_glu_param(const std::string& name) { return name.find("dense_h_to_4h.") 
 TpLayout tp_layout(const std::string& name, bool glu) {
     TpLayout l;
     l.rule = tp_rule(name);
-    if (glu && l.rule == TpRule::Concat0 && is_glu_param(name)) l.sub_params = 2;
+    if (glu && l.rule == TpRule::ColumnParallel && is_glu_param(name)) l.sub_params = 2;
     return l;
 }
 
@@ -45,7 +45,7 @@ std::vector<std::byte> tp_shard(const TpLayout& layout, std::span<const std::byt
                                 std::size_t esize, int tp, int rank) {
     if (layout.rule == TpRule::Replicated) return {global.begin(), global.end()};
     const std::size_t row_bytes = static_cast<std::size_t>(product(shape, 1)) * esize;
-    if (layout.rule == TpRule::Concat0) {
+    if (layout.rule == TpRule::ColumnParallel) {
         // Each sub-parameter is a block of rows; rank r takes its r-th part of every block.
         const std::int64_t block_rows = shape[0] / layout.sub_params, part_rows = block_rows / tp;
         std::vector<std::byte> out(static_cast<std::size_t>(part_rows * layout.sub_params) * row_bytes);
@@ -83,7 +83,7 @@ std::vector<float> tp_merge_fp32(const TpLayout& layout, const std::vector<std::
         return out;
     }
     std::vector<float> out(numel * t);
-    if (layout.rule == TpRule::Concat0) {
+    if (layout.rule == TpRule::ColumnParallel) {
         // Sub-parameter s of rank r lands in block s at position r.
         const std::size_t part = numel / static_cast<std::size_t>(layout.sub_params);
         for (std::size_t r = 0; r < t; ++r)

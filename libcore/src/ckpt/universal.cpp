@@ -14,7 +14,7 @@ const char* optim_state_name(OptimState s) {
     switch (s) {
     case OptimState::ExpAvg: return "exp_avg";
     case OptimState::ExpAvgSq: return "exp_avg_sq";
-    case OptimState::Fp32: break;
+    case OptimState::FP32: break;
     }
     return "fp32";
 }
@@ -116,7 +116,7 @@ Bf16OptimizerShards::Bf16OptimizerShards(const std::string& dir, int tp, int pp,
                     for (const auto& [k, v] : m.ordered_dict_items().items()) {
                         const std::string& pname = k.as_str();
                         // The last stage's copy of the tied embedding mirrors stage 0's (§9).
-                        if (s > 0 && pname.rfind("tied_modules.", 0) == 0) continue;
+                        if (s > 0 && pname.starts_with("tied_modules.")) continue;
                         const auto [numel, start] = fragment_of(v, gw + ": " + pname);
                         if (numel < 0 || start < 0 || start + numel > partition)
                             throw Error(gw + ": fragment of " + pname + " [" + std::to_string(start) + ", +" + std::to_string(numel) +
@@ -158,7 +158,7 @@ std::vector<float> Bf16OptimizerShards::global_state(const std::string& name, Op
     const bool qkv = qkv_version < 2.0 && name.find("query_key_value.") != std::string::npos;
     // Plain dim-0 concatenation (the vocabulary, QKV, h->4h: the largest tensors) is assembled in
     // place, without a copy per slice.
-    const bool direct = layout.rule == TpRule::Concat0 && layout.sub_params == 1 && !qkv;
+    const bool direct = layout.rule == TpRule::ColumnParallel && layout.sub_params == 1 && !qkv;
     std::vector<float> out;
     if (direct) {
         out.reserve(std::max(reserve_numel, static_cast<std::size_t>(numel * tp_)));

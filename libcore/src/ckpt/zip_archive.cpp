@@ -111,143 +111,162 @@ const std::string& regular_file(const std::string& path) {
     return path;
 }
 
-}  // namespace
+// Where the central directory lies, as the end records say.
+struct CentralDirectory {
+    std::uint64_t eocd = 0;    // offset of the end of central directory record
+    std::uint64_t offset = 0;  // of the first entry
+    std::uint64_t size = 0;    // bytes
+    std::uint64_t entries = 0;
+    std::uint64_t limit = 0;   // the central directory ends before this (the first end record)
+    bool zip64 = false;
+};
 
-ZipArchive::ZipArchive(const std::string& path) : file_(regular_file(path)) {
-    const std::byte* b = file_.data();
-    const std::uint64_t size = file_.size();
+// End of central directory: the last signature whose comment reaches exactly the end of the file.
+std::uint64_t find_end_record(const std::string& path, const std::byte* b, std::uint64_t size) {
     if (size < kEndSize)
         throw Error(path + ": not a zip file: " + std::to_string(size) + " bytes, too short for an end of central directory record");
-
-    // End of central directory: the last signature whose comment reaches exactly the end of the file.
-    std::uint64_t eocd = UINT64_MAX;
     const std::uint64_t lowest = size - kEndSize > 0xFFFF ? size - kEndSize - 0xFFFF : 0;
-    for (std::uint64_t pos = size - kEndSize + 1; pos-- > lowest;) {
-        if (get32(b + pos) == kEndSig && pos + kEndSize + get16(b + pos + 20) == size) {
-            eocd = pos;
-            break;
-        }
-    }
-    if (eocd == UINT64_MAX) throw Error(path + ": not a zip file: no end of central directory record");
+    for (std::uint64_t pos = size - kEndSize + 1; pos-- > lowest;)
+        if (get32(b + pos) == kEndSig && pos + kEndSize + get16(b + pos + 20) == size) return pos;
+    throw Error(path + ": not a zip file: no end of central directory record");
+}
+
+// ZIP64: a locator right before the end record points at the ZIP64 end record, whose 64-bit
+// fields replace the saturated 32-bit ones. `disk` and `cd_disk` are the disk numbers it names.
+void read_zip64_end(const std::string& path, const std::byte* b, CentralDirectory& cd, std::uint64_t& disk, std::uint64_t& cd_disk,
+                    std::uint64_t& n_disk) {
+    const std::uint64_t loc = cd.eocd - kZip64LocatorSize;
+    const std::uint64_t z = get64(b + loc + 8);
+    const std::string zwhere = path + ": ZIP64 end of central directory at " + at_offset(z);
+    if (get32(b + loc + 4) != 0 || get32(b + loc + 16) > 1)
+        throw Error(path + ": ZIP64 locator at " + at_offset(loc) + ": multi-disk archives are not supported");
+    if (z > loc || loc - z < kZip64EndSize) throw Error(zwhere + ": outside the file before its locator at " + at_offset(loc));
+    if (get32(b + z) != kZip64EndSig) throw Error(zwhere + ": bad signature " + hex32(get32(b + z)));
+    const std::uint64_t rec_size = get64(b + z + 4);
+    if (rec_size < kZip64EndSize - 12 || rec_size > loc - z - 12)
+        throw Error(zwhere + ": record size " + std::to_string(rec_size) + " does not fit before the locator");
+    disk = get32(b + z + 16);
+    cd_disk = get32(b + z + 20);
+    n_disk = get64(b + z + 24);
+    cd.entries = get64(b + z + 32);
+    cd.size = get64(b + z + 40);
+    cd.offset = get64(b + z + 48);
+    cd.limit = z;
+    cd.zip64 = true;
+}
+
+// The end records, checked: one disk, the central directory inside the file before them, and room
+// in it for the entries it claims.
+CentralDirectory read_end_records(const std::string& path, const std::byte* b, std::uint64_t size) {
+    CentralDirectory cd;
+    cd.eocd = find_end_record(path, b, size);
+    const std::uint64_t eocd = cd.eocd;
     const std::string eocd_where = path + ": end of central directory at " + at_offset(eocd);
-    comment_ = file_.bytes().subspan(eocd + kEndSize);
-    std::uint64_t disk = get16(b + eocd + 4), cd_disk = get16(b + eocd + 6);
-    std::uint64_t n_disk = get16(b + eocd + 8), n_total = get16(b + eocd + 10);
-    std::uint64_t cd_size = get32(b + eocd + 12), cd_offset = get32(b + eocd + 16);
-    std::uint64_t cd_limit = eocd;  // the central directory ends before this
-
-    // ZIP64: a locator right before the end record points at the ZIP64 end record.
-    if (eocd >= kZip64LocatorSize && get32(b + eocd - kZip64LocatorSize) == kZip64LocatorSig) {
-        const std::uint64_t loc = eocd - kZip64LocatorSize;
-        const std::uint64_t z = get64(b + loc + 8);
-        const std::string zwhere = path + ": ZIP64 end of central directory at " + at_offset(z);
-        if (get32(b + loc + 4) != 0 || get32(b + loc + 16) > 1)
-            throw Error(path + ": ZIP64 locator at " + at_offset(loc) + ": multi-disk archives are not supported");
-        if (z > loc || loc - z < kZip64EndSize) throw Error(zwhere + ": outside the file before its locator at " + at_offset(loc));
-        if (get32(b + z) != kZip64EndSig) throw Error(zwhere + ": bad signature " + hex32(get32(b + z)));
-        const std::uint64_t rec_size = get64(b + z + 4);
-        if (rec_size < kZip64EndSize - 12 || rec_size > loc - z - 12)
-            throw Error(zwhere + ": record size " + std::to_string(rec_size) + " does not fit before the locator");
-        disk = get32(b + z + 16);
-        cd_disk = get32(b + z + 20);
-        n_disk = get64(b + z + 24);
-        n_total = get64(b + z + 32);
-        cd_size = get64(b + z + 40);
-        cd_offset = get64(b + z + 48);
-        cd_limit = z;
-        zip64_ = true;
-    }
-    if (disk != 0 || cd_disk != 0 || n_disk != n_total)
+    std::uint64_t disk = get16(b + eocd + 4), cd_disk = get16(b + eocd + 6), n_disk = get16(b + eocd + 8);
+    cd.entries = get16(b + eocd + 10);
+    cd.size = get32(b + eocd + 12);
+    cd.offset = get32(b + eocd + 16);
+    cd.limit = eocd;
+    if (eocd >= kZip64LocatorSize && get32(b + eocd - kZip64LocatorSize) == kZip64LocatorSig)
+        read_zip64_end(path, b, cd, disk, cd_disk, n_disk);
+    if (disk != 0 || cd_disk != 0 || n_disk != cd.entries)
         throw Error(eocd_where + ": multi-disk archives are not supported");
-    if (cd_offset > cd_limit || cd_size > cd_limit - cd_offset)
-        throw Error(eocd_where + ": central directory [" + std::to_string(cd_offset) + ", +" + std::to_string(cd_size) +
-                    ") runs past " + at_offset(cd_limit));
-    if (n_total > cd_size / kCentralSize)
-        throw Error(eocd_where + ": " + std::to_string(n_total) + " entries cannot fit in a central directory of " +
-                    std::to_string(cd_size) + " bytes");
+    if (cd.offset > cd.limit || cd.size > cd.limit - cd.offset)
+        throw Error(eocd_where + ": central directory [" + std::to_string(cd.offset) + ", +" + std::to_string(cd.size) +
+                    ") runs past " + at_offset(cd.limit));
+    if (cd.entries > cd.size / kCentralSize)
+        throw Error(eocd_where + ": " + std::to_string(cd.entries) + " entries cannot fit in a central directory of " +
+                    std::to_string(cd.size) + " bytes");
+    return cd;
+}
 
-    entries_.reserve(n_total);
-    std::uint64_t pos = cd_offset;
-    const std::uint64_t cd_end = cd_offset + cd_size;
-    for (std::uint64_t i = 0; i < n_total; ++i) {
-        const std::string cwhere = path + ": central directory entry " + std::to_string(i) + " at " + at_offset(pos);
-        if (cd_end - pos < kCentralSize) throw Error(cwhere + ": truncated (central directory ends at " + at_offset(cd_end) + ")");
-        const std::byte* c = b + pos;
-        if (get32(c) != kCentralSig) throw Error(cwhere + ": bad signature " + hex32(get32(c)));
-        ZipEntry e;
-        e.flags = get16(c + 8);
-        e.method = get16(c + 10);
-        e.crc32 = get32(c + 16);
-        e.compressed_size = get32(c + 20);
-        e.size = get32(c + 24);
-        const std::uint64_t name_len = get16(c + 28), extra_len = get16(c + 30), comment_len = get16(c + 32);
-        std::uint64_t disk_start = get16(c + 34);
-        e.header_offset = get32(c + 42);
-        if (cd_end - pos - kCentralSize < name_len + extra_len + comment_len)
-            throw Error(cwhere + ": name, extra field and comment run past the central directory end at " + at_offset(cd_end));
-        e.name.assign(reinterpret_cast<const char*>(c + kCentralSize), name_len);
-        const std::string ewhere = path + ": entry \"" + printable(e.name, 200) + "\" (central directory " + at_offset(pos) + ")";
-
-        // ZIP64 extended information: the 64-bit values of the saturated 32-bit fields, in order.
-        const bool need_size = e.size == kMax32, need_csize = e.compressed_size == kMax32,
-                   need_offset = e.header_offset == kMax32, need_disk = disk_start == kMax16;
-        if (need_size || need_csize || need_offset || need_disk) {
-            const std::byte* x = c + kCentralSize + name_len;
-            const std::byte* x_end = x + extra_len;
-            bool found = false;
-            while (x_end - x >= 4) {
-                const std::uint16_t id = get16(x), len = get16(x + 2);
-                if (static_cast<std::uint64_t>(x_end - x - 4) < len) break;
-                if (id == kZip64ExtraId) {
-                    const std::uint64_t need = 8 * (need_size + need_csize + need_offset) + 4 * need_disk;
-                    if (len < need)
-                        throw Error(ewhere + ": ZIP64 extra field has " + std::to_string(len) + " bytes, needs " + std::to_string(need));
-                    const std::byte* v = x + 4;
-                    if (need_size) e.size = get64(v), v += 8;
-                    if (need_csize) e.compressed_size = get64(v), v += 8;
-                    if (need_offset) e.header_offset = get64(v), v += 8;
-                    if (need_disk) disk_start = get32(v);
-                    found = true;
-                    break;
-                }
-                x += 4 + len;
-            }
-            if (!found) throw Error(ewhere + ": saturated size or offset without a ZIP64 extra field");
+// ZIP64 extended information of central directory entry `c`: the 64-bit values of the saturated
+// 32-bit fields, in order (size, compressed size, header offset, disk).
+void read_zip64_extra(const std::string& ewhere, const std::byte* c, ZipEntry& e, std::uint64_t& disk_start) {
+    const std::uint64_t name_len = get16(c + 28), extra_len = get16(c + 30);
+    const bool need_size = e.size == kMax32, need_csize = e.compressed_size == kMax32,
+               need_offset = e.header_offset == kMax32, need_disk = disk_start == kMax16;
+    if (!(need_size || need_csize || need_offset || need_disk)) return;
+    const std::byte* x = c + kCentralSize + name_len;
+    const std::byte* x_end = x + extra_len;
+    while (x_end - x >= 4) {
+        const std::uint16_t id = get16(x), len = get16(x + 2);
+        if (static_cast<std::uint64_t>(x_end - x - 4) < len) break;
+        if (id == kZip64ExtraId) {
+            const std::uint64_t need = 8 * (need_size + need_csize + need_offset) + 4 * need_disk;
+            if (len < need)
+                throw Error(ewhere + ": ZIP64 extra field has " + std::to_string(len) + " bytes, needs " + std::to_string(need));
+            const std::byte* v = x + 4;
+            if (need_size) e.size = get64(v), v += 8;
+            if (need_csize) e.compressed_size = get64(v), v += 8;
+            if (need_offset) e.header_offset = get64(v), v += 8;
+            if (need_disk) disk_start = get32(v);
+            return;
         }
-        if (disk_start != 0) throw Error(ewhere + ": starts on disk " + std::to_string(disk_start) + " (multi-disk archives are not supported)");
-        if (e.method == 0 && e.compressed_size != e.size)
-            throw Error(ewhere + ": stored entry with compressed size " + std::to_string(e.compressed_size) + " != size " +
-                        std::to_string(e.size));
-
-        // The local header: signature, same name, and the data right after its extra field.
-        const std::string lwhere = ewhere + ": local header at " + at_offset(e.header_offset);
-        if (e.header_offset > cd_offset || cd_offset - e.header_offset < kLocalSize)
-            throw Error(lwhere + ": not inside the file before the central directory at " + at_offset(cd_offset));
-        const std::byte* l = b + e.header_offset;
-        if (get32(l) != kLocalSig) throw Error(lwhere + ": bad signature " + hex32(get32(l)));
-        const std::uint64_t lname_len = get16(l + 26), lextra_len = get16(l + 28);
-        if (cd_offset - e.header_offset - kLocalSize < lname_len + lextra_len)
-            throw Error(lwhere + ": name and extra field run into the central directory");
-        if (lname_len != name_len || std::memcmp(l + kLocalSize, e.name.data(), name_len) != 0)
-            throw Error(lwhere + ": name \"" + printable(std::string_view(reinterpret_cast<const char*>(l + kLocalSize), lname_len), 200) +
-                        "\" differs from the central directory's");
-        if (get16(l + 8) != e.method)
-            throw Error(lwhere + ": method " + std::to_string(get16(l + 8)) + " differs from the central directory's " +
-                        std::to_string(e.method));
-        e.data_offset = e.header_offset + kLocalSize + lname_len + lextra_len;
-        if (e.compressed_size > cd_offset - e.data_offset)
-            throw Error(ewhere + ": data [" + std::to_string(e.data_offset) + ", +" + std::to_string(e.compressed_size) +
-                        ") runs into the central directory at " + at_offset(cd_offset));
-
-        if (!index_.emplace(e.name, entries_.size()).second) throw Error(ewhere + ": duplicate entry name");
-        entries_.push_back(std::move(e));
-        pos += kCentralSize + name_len + extra_len + comment_len;
+        x += 4 + len;
     }
+    throw Error(ewhere + ": saturated size or offset without a ZIP64 extra field");
+}
 
-    // No two entries may share bytes: [local header, end of data) ranges are disjoint.
+// The local header of `e`: signature, same name and method, and the data right after its extra
+// field, all before the central directory. Sets e.data_offset.
+void read_local_header(const std::string& ewhere, const std::byte* b, std::uint64_t cd_offset, ZipEntry& e) {
+    const std::string lwhere = ewhere + ": local header at " + at_offset(e.header_offset);
+    if (e.header_offset > cd_offset || cd_offset - e.header_offset < kLocalSize)
+        throw Error(lwhere + ": not inside the file before the central directory at " + at_offset(cd_offset));
+    const std::byte* l = b + e.header_offset;
+    if (get32(l) != kLocalSig) throw Error(lwhere + ": bad signature " + hex32(get32(l)));
+    const std::uint64_t lname_len = get16(l + 26), lextra_len = get16(l + 28);
+    if (cd_offset - e.header_offset - kLocalSize < lname_len + lextra_len)
+        throw Error(lwhere + ": name and extra field run into the central directory");
+    if (lname_len != e.name.size() || std::memcmp(l + kLocalSize, e.name.data(), e.name.size()) != 0)
+        throw Error(lwhere + ": name \"" + printable(std::string_view(reinterpret_cast<const char*>(l + kLocalSize), lname_len), 200) +
+                    "\" differs from the central directory's");
+    if (get16(l + 8) != e.method)
+        throw Error(lwhere + ": method " + std::to_string(get16(l + 8)) + " differs from the central directory's " +
+                    std::to_string(e.method));
+    e.data_offset = e.header_offset + kLocalSize + lname_len + lextra_len;
+    if (e.compressed_size > cd_offset - e.data_offset)
+        throw Error(ewhere + ": data [" + std::to_string(e.data_offset) + ", +" + std::to_string(e.compressed_size) +
+                    ") runs into the central directory at " + at_offset(cd_offset));
+}
+
+// Central directory entry `i` at `pos`, checked with its local header; `pos` moves to the next.
+ZipEntry read_central_entry(const std::string& path, const std::byte* b, const CentralDirectory& cd, std::uint64_t i,
+                            std::uint64_t& pos) {
+    const std::uint64_t cd_end = cd.offset + cd.size;
+    const std::string cwhere = path + ": central directory entry " + std::to_string(i) + " at " + at_offset(pos);
+    if (cd_end - pos < kCentralSize) throw Error(cwhere + ": truncated (central directory ends at " + at_offset(cd_end) + ")");
+    const std::byte* c = b + pos;
+    if (get32(c) != kCentralSig) throw Error(cwhere + ": bad signature " + hex32(get32(c)));
+    ZipEntry e;
+    e.flags = get16(c + 8);
+    e.method = get16(c + 10);
+    e.crc32 = get32(c + 16);
+    e.compressed_size = get32(c + 20);
+    e.size = get32(c + 24);
+    const std::uint64_t name_len = get16(c + 28), extra_len = get16(c + 30), comment_len = get16(c + 32);
+    std::uint64_t disk_start = get16(c + 34);
+    e.header_offset = get32(c + 42);
+    if (cd_end - pos - kCentralSize < name_len + extra_len + comment_len)
+        throw Error(cwhere + ": name, extra field and comment run past the central directory end at " + at_offset(cd_end));
+    e.name.assign(reinterpret_cast<const char*>(c + kCentralSize), name_len);
+    const std::string ewhere = path + ": entry \"" + printable(e.name, 200) + "\" (central directory " + at_offset(pos) + ")";
+    read_zip64_extra(ewhere, c, e, disk_start);
+    if (disk_start != 0) throw Error(ewhere + ": starts on disk " + std::to_string(disk_start) + " (multi-disk archives are not supported)");
+    if (e.method == 0 && e.compressed_size != e.size)
+        throw Error(ewhere + ": stored entry with compressed size " + std::to_string(e.compressed_size) + " != size " +
+                    std::to_string(e.size));
+    read_local_header(ewhere, b, cd.offset, e);
+    pos += kCentralSize + name_len + extra_len + comment_len;
+    return e;
+}
+
+// No two entries may share bytes: [local header, end of data) ranges are disjoint.
+void check_disjoint(const std::string& path, const std::vector<ZipEntry>& entries) {
     std::vector<const ZipEntry*> by_offset;
-    by_offset.reserve(entries_.size());
-    for (const auto& e : entries_) by_offset.push_back(&e);
+    by_offset.reserve(entries.size());
+    for (const auto& e : entries) by_offset.push_back(&e);
     std::sort(by_offset.begin(), by_offset.end(), [](auto* x, auto* y) { return x->header_offset < y->header_offset; });
     for (std::size_t i = 1; i < by_offset.size(); ++i) {
         const ZipEntry& prev = *by_offset[i - 1];
@@ -257,6 +276,26 @@ ZipArchive::ZipArchive(const std::string& path) : file_(regular_file(path)) {
                         printable(prev.name, 200) + "\" [" + std::to_string(prev.header_offset) + ", " +
                         std::to_string(prev.data_offset + prev.compressed_size) + ")");
     }
+}
+
+}  // namespace
+
+ZipArchive::ZipArchive(const std::string& path) : file_(regular_file(path)) {
+    const std::byte* b = file_.data();
+    const CentralDirectory cd = read_end_records(path, b, file_.size());
+    comment_ = file_.bytes().subspan(cd.eocd + kEndSize);
+    zip64_ = cd.zip64;
+
+    entries_.reserve(cd.entries);
+    std::uint64_t pos = cd.offset;
+    for (std::uint64_t i = 0; i < cd.entries; ++i) {
+        const std::uint64_t at = pos;
+        ZipEntry e = read_central_entry(path, b, cd, i, pos);
+        if (!index_.emplace(e.name, entries_.size()).second)
+            throw Error(path + ": entry \"" + printable(e.name, 200) + "\" (central directory " + at_offset(at) + "): duplicate entry name");
+        entries_.push_back(std::move(e));
+    }
+    check_disjoint(path, entries_);
 
     // PyTorchStreamReader::init(): the archive folder is the first entry's name up to its first '/'.
     if (entries_.empty()) {

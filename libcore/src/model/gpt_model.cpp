@@ -46,7 +46,7 @@ at::Tensor GptModel::add(int layer, const std::string& name, at::Tensor value, T
     if (!held) return {};
     // This rank's shard of the full tensor (initialized whole, as on one process).
     if (tp_.size > 1 && split != TpSplit::Replicated) {
-        const int dim = split == TpSplit::Rows ? 0 : 1;
+        const int dim = split == TpSplit::ColumnParallel ? 0 : 1;
         const auto part = value.size(dim) / tp_.size;
         value = value.narrow(dim, tp_.rank * part, part).contiguous();
     }
@@ -87,7 +87,7 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
     auto zeros = [&](std::int64_t n) { return at::zeros({n}, f32); };
     auto ones = [&](std::int64_t n) { return at::ones({n}, f32); };
 
-    word_embeddings_ = add(kEmbeddingLayer, "word_embeddings.weight", normal({config_.padded_vocab_size, h}, std), TpSplit::Rows, true);
+    word_embeddings_ = add(kEmbeddingLayer, "word_embeddings.weight", normal({config_.padded_vocab_size, h}, std), TpSplit::ColumnParallel, true);
     if (config_.embed_layernorm) {
         embed_ln_w_ = add(kEmbeddingLayer, "word_embeddings.norm.weight", ones(h), TpSplit::Replicated, false);
         embed_ln_b_ = add(kEmbeddingLayer, "word_embeddings.norm.bias", zeros(h), TpSplit::Replicated, false);
@@ -100,15 +100,15 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
         Block b;
         b.ln1_w = add(layer, "input_layernorm.weight", ones(h), TpSplit::Replicated, false);
         b.ln1_b = add(layer, "input_layernorm.bias", zeros(h), TpSplit::Replicated, false);
-        b.qkv_w = add(layer, "self_attention.query_key_value.weight", normal({3 * h, h}, std), TpSplit::Rows, true);
-        b.qkv_b = add(layer, "self_attention.query_key_value.bias", zeros(3 * h), TpSplit::Rows, false);
-        b.dense_w = add(layer, "self_attention.dense.weight", normal({h, h}, out_std), TpSplit::Columns, true);
+        b.qkv_w = add(layer, "self_attention.query_key_value.weight", normal({3 * h, h}, std), TpSplit::ColumnParallel, true);
+        b.qkv_b = add(layer, "self_attention.query_key_value.bias", zeros(3 * h), TpSplit::ColumnParallel, false);
+        b.dense_w = add(layer, "self_attention.dense.weight", normal({h, h}, out_std), TpSplit::RowParallel, true);
         b.dense_b = add(layer, "self_attention.dense.bias", zeros(h), TpSplit::Replicated, false);
         b.ln2_w = add(layer, "post_attention_layernorm.weight", ones(h), TpSplit::Replicated, false);
         b.ln2_b = add(layer, "post_attention_layernorm.bias", zeros(h), TpSplit::Replicated, false);
-        b.fc1_w = add(layer, "mlp.dense_h_to_4h.weight", normal({f, h}, std), TpSplit::Rows, true);
-        b.fc1_b = add(layer, "mlp.dense_h_to_4h.bias", zeros(f), TpSplit::Rows, false);
-        b.fc2_w = add(layer, "mlp.dense_4h_to_h.weight", normal({h, f}, out_std), TpSplit::Columns, true);
+        b.fc1_w = add(layer, "mlp.dense_h_to_4h.weight", normal({f, h}, std), TpSplit::ColumnParallel, true);
+        b.fc1_b = add(layer, "mlp.dense_h_to_4h.bias", zeros(f), TpSplit::ColumnParallel, false);
+        b.fc2_w = add(layer, "mlp.dense_4h_to_h.weight", normal({h, f}, out_std), TpSplit::RowParallel, true);
         b.fc2_b = add(layer, "mlp.dense_4h_to_h.bias", zeros(h), TpSplit::Replicated, false);
         blocks_.push_back(std::move(b));
     }

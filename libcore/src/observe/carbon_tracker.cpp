@@ -5,7 +5,6 @@
 #include "mds/observe/carbon_tracker.h"
 
 #include <algorithm>
-#include <cctype>  // toupper
 #include <cmath>
 #include <cstdlib>  // getenv
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include "mds/observe/carbon_intensity.h"
 #include "mds/observe/power_estimates.h"
 #include "mds/util/error.h"
+#include "mds/util/text.h"  // to_upper
 
 namespace mds::observe {
 
@@ -128,9 +128,7 @@ CarbonTracker::CarbonTracker(CarbonTrackerConfig config, CarbonTrackerSources so
             "force_carbon_intensity_g_per_kwh", *config_.force_carbon_intensity_g_per_kwh, "g/kWh >= 0");
 
     // Country: codecarbon's global_energy_mix.json, or the world average when allowed.
-    std::string iso = config_.country_iso_code;
-    std::transform(iso.begin(), iso.end(), iso.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    const std::string iso = to_upper(config_.country_iso_code);
     config_.country_iso_code = iso;
     if (const CountryCarbonIntensity* c = find_country_carbon_intensity(iso)) {
         country_name_ = std::string(c->country_name);

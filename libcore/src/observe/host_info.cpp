@@ -16,17 +16,11 @@
 #include <vector>
 
 #include "mds/util/error.h"
+#include "mds/util/text.h"  // trim, to_lower
 
 namespace mds::observe {
 
 namespace {
-
-std::string trim(std::string s) {
-    const auto not_space = [](unsigned char c) { return !std::isspace(c); };
-    s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
-    s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
-    return s;
-}
 
 // "Key:   1234 kB" → bytes; nullopt when the value is not a number.
 std::optional<std::uint64_t> meminfo_bytes(const std::string& rest) {
@@ -148,8 +142,7 @@ std::string host_platform_string() {
 bool host_is_arm() {
     struct utsname u {};
     if (::uname(&u) != 0) return false;
-    std::string m = u.machine;
-    std::transform(m.begin(), m.end(), m.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const std::string m = to_lower(u.machine);
     return m.find("arm") != std::string::npos || m.find("aarch") != std::string::npos;
 }
 

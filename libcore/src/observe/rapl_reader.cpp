@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 
+#include "mds/util/text.h"  // to_lower
+
 namespace mds::observe {
 
 namespace {
@@ -54,16 +56,11 @@ std::string read_name(const fs::path& dir) {
 // "intel-rapl:0" or "intel-rapl-mmio:1": a top-level zone (sub-zones have a second ':N').
 bool is_top_level_zone(const std::string& entry) {
     for (const std::string prefix : {"intel-rapl:", "intel-rapl-mmio:"}) {
-        if (entry.rfind(prefix, 0) != 0) continue;
+        if (!entry.starts_with(prefix)) continue;
         const std::string rest = entry.substr(prefix.size());
         return !rest.empty() && std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c); });
     }
     return false;
-}
-
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return s;
 }
 
 }  // namespace
@@ -95,8 +92,8 @@ RaplReader::RaplReader(const std::string& sysfs_root) {
         Zone z;
         z.domain.name = read_name(dir);
         z.domain.dir = dir.string();
-        z.mmio = entry.rfind("intel-rapl-mmio:", 0) == 0;
-        const std::string kind = lower(z.domain.name);
+        z.mmio = entry.starts_with("intel-rapl-mmio:");
+        const std::string kind = to_lower(z.domain.name);
         const bool is_package = kind.find("package") != std::string::npos;
         if (!is_package && kind != "psys") continue;  // dram and others are not the CPU package
         int err = 0;

@@ -17,6 +17,11 @@ double total_norm_from_squared(double sum_of_squares) { return std::sqrt(sum_of_
 
 double clip_coefficient(double total_norm, double max_norm) { return max_norm / (total_norm + 1.0e-6); }
 
+double clip_factor(double total_norm, double max_norm) {
+    if (max_norm <= 0.0) return 1.0;
+    return static_cast<double>(static_cast<float>(clip_coefficient(total_norm, max_norm)));
+}
+
 bool scale_if_clipping(std::span<const std::span<float>> grads, double coeff) {
     if (!(coeff < 1.0)) return false;
     const auto c = static_cast<float>(coeff);
@@ -36,7 +41,7 @@ std::vector<std::span<const float>> as_const(std::span<const std::span<float>> g
 double clip_grad_norm(std::span<const std::span<float>> grads, double max_norm) {
     const auto view = as_const(grads);
     const double norm = total_norm_from_squared(l2_norm_squared(view));
-    if (max_norm > 0.0) scale_if_clipping(grads, clip_coefficient(norm, max_norm));
+    scale_if_clipping(grads, clip_factor(norm, max_norm));
     return norm;
 }
 

@@ -278,7 +278,7 @@ int run_status(const StatusOptions& o) {
 
     // Deliveries.
     for (const Finding& f : to_send) {
-        const std::string level = f.key.rfind("recovered:", 0) == 0 ? "RECOVERED" : level_label(f.level);
+        const std::string level = f.key.starts_with("recovered:") ? "RECOVERED" : level_label(f.level);
         const std::string message = "***" + level + ": " + f.text + "***";
         const std::string subject = f.subject.empty() ? "[" + level + "] " + o.watch.job_name : f.subject;
         const std::string body = message + "\n\nThe whole report of mds-slurm-status at " + timestamp(now) + ":\n\n" + report;

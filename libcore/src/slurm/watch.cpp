@@ -18,6 +18,7 @@
 #include "mds/util/json_limits.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
+#include "mds/util/text.h"  // format_bytes_iec
 
 namespace mds::slurm {
 namespace {
@@ -26,17 +27,6 @@ std::string fixed(double v, int decimals) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
     return buf;
-}
-
-std::string human_bytes(std::uint64_t n) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    double v = static_cast<double>(n);
-    int u = 0;
-    while (v >= 1024.0 && u < 5) {
-        v /= 1024.0;
-        ++u;
-    }
-    return fixed(v, u == 0 ? 0 : 1) + " " + units[u];
 }
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -241,8 +231,8 @@ std::vector<Finding> assess_disks(const std::vector<DiskWatch>& watches, const s
             continue;
         }
         const double pct = u.percent(), ipct = u.inode_percent();
-        const std::string space = fixed(pct, 1) + "% used (" + human_bytes(u.used_bytes) + " of " +
-                                  human_bytes(u.used_bytes + u.avail_bytes) + ", " + human_bytes(u.avail_bytes) + " free)";
+        const std::string space = fixed(pct, 1) + "% used (" + format_bytes_iec(u.used_bytes) + " of " +
+                                  format_bytes_iec(u.used_bytes + u.avail_bytes) + ", " + format_bytes_iec(u.avail_bytes) + " free)";
         const std::string inodes = u.total_inodes ? "inodes " + fixed(ipct, 1) + "% used (" + std::to_string(u.used_inodes) +
                                                         " of " + std::to_string(u.total_inodes) + ")"
                                                   : "inodes not counted by this filesystem";

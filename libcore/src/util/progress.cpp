@@ -8,18 +8,6 @@
 
 namespace mds {
 
-std::string format_bytes(double bytes) {
-    const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-    int u = 0;
-    while (bytes >= 1000.0 && u < 5) {
-        bytes /= 1000.0;
-        ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
-    return buf;
-}
-
 std::string format_duration(double s) {
     if (s < 0) s = 0;
     auto t = static_cast<long long>(s + 0.5);

@@ -198,7 +198,7 @@ void check_output_dir(const std::string& dir, const std::string& what) {
 std::string filesystem_error_message(const std::filesystem::filesystem_error& e) {
     std::string what = e.what();
     const std::string prefix = "filesystem error: ";
-    if (what.rfind(prefix, 0) == 0) what = what.substr(prefix.size());
+    if (what.starts_with(prefix)) what = what.substr(prefix.size());
     // libstdc++ appends ": <errno text>" then " [path1] [path2]": keep the operation only.
     const std::string reason = e.code().message();
     if (const auto at = what.find(": " + reason); at != std::string::npos) what = what.substr(0, at);

@@ -27,8 +27,8 @@ std::vector<float> shard_floats(const TpLayout& l, const std::vector<float>& g, 
 }  // namespace
 
 TEST_CASE("TP layouts by parameter name") {
-    CHECK(tp_layout("word_embeddings.weight", false).rule == TpRule::Concat0);
-    CHECK(tp_layout("self_attention.dense.weight", false).rule == TpRule::Concat1);
+    CHECK(tp_layout("word_embeddings.weight", false).rule == TpRule::ColumnParallel);
+    CHECK(tp_layout("self_attention.dense.weight", false).rule == TpRule::RowParallel);
     CHECK(tp_layout("self_attention.dense.bias", false).rule == TpRule::Replicated);
     CHECK(tp_layout("mlp.dense_h_to_4h.weight", true).sub_params == 2);
     CHECK(tp_layout("mlp.dense_h_to_4h.weight", false).sub_params == 1);
@@ -47,7 +47,7 @@ TEST_CASE("split then merge gives the global tensor back, for every rule") {
             const auto l = tp_layout(name, true);
             std::vector<std::vector<float>> slices;
             for (int r = 0; r < tp; ++r) slices.push_back(shard_floats(l, g, shape, tp, r));
-            if (l.rule == TpRule::Concat1 && tp == 4) continue;  // 6 columns do not split 4 ways
+            if (l.rule == TpRule::RowParallel && tp == 4) continue;  // 6 columns do not split 4 ways
             CHECK(tp_merge_fp32(l, slices, tp_shard_shape(l, shape, tp, name)) == g);
         }
     // Dim 1: rank 1 of 2 holds columns 3..5 of every row.

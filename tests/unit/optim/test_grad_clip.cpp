@@ -55,3 +55,15 @@ TEST_CASE("the sum of squares is accumulated in double") {
     CHECK(l2_norm_squared(v) == doctest::Approx(want).epsilon(1e-10));
     CHECK(total_norm_from_squared(4.0) == 2.0);
 }
+
+TEST_CASE("clip_factor: the fp32 coefficient the optimizer scales by, 1 when clipping is off") {
+    CHECK(clip_factor(5.0, 1.0) == static_cast<double>(static_cast<float>(1.0 / (5.0 + 1e-6))));
+    CHECK(clip_factor(5.0, 0.0) == 1.0);   // --clip-grad 0: off, whatever the norm
+    CHECK(clip_factor(5.0, -1.0) == 1.0);
+    CHECK(clip_factor(0.5, 1.0) > 1.0);    // not clipping: the caller scales only below 1
+    CHECK(clip_factor(std::numeric_limits<double>::infinity(), 1.0) == 0.0);
+    CHECK(std::isnan(clip_factor(std::numeric_limits<double>::quiet_NaN(), 1.0)));  // NaN < 1 is false: no scaling
+    // A coefficient just below 1 rounds to 1.0f: scaling by it would change nothing.
+    CHECK(clip_coefficient(1.0, 1.0 + 1e-6 - 1e-9) < 1.0);
+    CHECK(clip_factor(1.0, 1.0 + 1e-6 - 1e-9) == 1.0);
+}

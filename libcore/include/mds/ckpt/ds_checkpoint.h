@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mds/ckpt/pickle.h"
@@ -17,11 +19,24 @@ namespace mds::ckpt {
 
 // How Megatron splits a parameter over tensor-parallel ranks, hence how shards merge.
 enum class TpRule {
-    Concat0,    // vocab- and column-parallel: word_embeddings.weight, query_key_value.*, dense_h_to_4h.*
-    Concat1,    // row-parallel weights: self_attention.dense.weight, mlp.dense_4h_to_h.weight
-    Replicated  // layer norms (incl. the embedding's and the final one), row-parallel biases, positions
+    ColumnParallel,  // shards concatenated along dim 0: vocab- and column-parallel (Megatron's
+                     // VocabParallelEmbedding, ColumnParallelLinear): word_embeddings.weight,
+                     // query_key_value.*, dense_h_to_4h.*
+    RowParallel,     // along dim 1: row-parallel weights (RowParallelLinear): self_attention.dense.weight,
+                     // mlp.dense_4h_to_h.weight
+    Replicated       // layer norms (incl. the embedding's and the final one), row-parallel biases, positions
 };
 TpRule tp_rule(const std::string& name);  // by the name inside its layer file
+
+// Step order of tags: by the number after "global_step" (global_step200 before global_step1000,
+// which name order would swap), equal numbers by name (global_step1000 before
+// global_step1000_universal); names without a number come last, by name.
+bool ds_tag_before(std::string_view a, std::string_view b);
+// The tag folders of checkpoint root `root` in ds_tag_before order: the folders (or links to
+// folders) whose name starts with "global_step" and is a plain folder name (checked_entry_name).
+// Every other such name is skipped; `skipped` (when set) gets the reason, one line each. Callers
+// that need DeepSpeed's exact "global_step<N>" keep the names parse_ds_tag accepts.
+std::vector<std::string> list_ds_tags(const std::string& root, const std::function<void(const std::string&)>& skipped = {});
 
 // A global tensor: dtype, shape and row-major little-endian bytes.
 struct GlobalTensor {

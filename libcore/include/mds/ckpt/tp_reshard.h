@@ -21,7 +21,7 @@ namespace mds::ckpt {
 struct TpLayout {
     TpRule rule = TpRule::Replicated;
     int sub_params = 1;  // 2 for GLU's dense_h_to_4h
-    int dim() const { return rule == TpRule::Concat1 ? 1 : 0; }
+    int dim() const { return rule == TpRule::RowParallel ? 1 : 0; }
 };
 // The layout of `name` (as inside its layer file); `glu` when args.glu_activation is set.
 TpLayout tp_layout(const std::string& name, bool glu);

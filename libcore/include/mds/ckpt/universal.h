@@ -20,8 +20,8 @@
 
 namespace mds::ckpt {
 
-enum class OptimState { Fp32, ExpAvg, ExpAvgSq };
-inline constexpr OptimState kOptimStates[] = {OptimState::Fp32, OptimState::ExpAvg, OptimState::ExpAvgSq};
+enum class OptimState { FP32, ExpAvg, ExpAvgSq };
+inline constexpr OptimState kOptimStates[] = {OptimState::FP32, OptimState::ExpAvg, OptimState::ExpAvgSq};
 const char* optim_state_name(OptimState s);  // "fp32", "exp_avg", "exp_avg_sq": universal file names
 
 // DeepSpeed's name of a parameter of the pipeline module (§5.1): the tied embedding's under

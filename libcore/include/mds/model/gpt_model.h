@@ -44,7 +44,11 @@
 namespace mds::model {
 
 // How Megatron splits a parameter over tensor-parallel ranks (specs/checkpoints.md §4).
-enum class TpSplit { Replicated, Rows /* column-parallel: dim 0 */, Columns /* row-parallel: dim 1 */ };
+enum class TpSplit {
+    Replicated,
+    ColumnParallel,  // split along dim 0 (output rows): Megatron's ColumnParallelLinear, VocabParallelEmbedding
+    RowParallel,     // split along dim 1 (input columns): Megatron's RowParallelLinear
+};
 
 struct Parameter {
     int layer = 0;          // DeepSpeed pipeline layer index: 1, 3 … L+2, L+4

@@ -26,6 +26,11 @@ double l2_norm_squared(std::span<const std::span<const float>> grads);
 double total_norm_from_squared(double sum_of_squares);
 // Megatron's clip coefficient max_norm / (total_norm + 1e-6).
 double clip_coefficient(double total_norm, double max_norm);
+// What the gradients are multiplied by: clip_coefficient rounded to the fp32 scalar Megatron's
+// multi_tensor_scale takes, and exactly 1 when clipping is off (max_norm <= 0). Gradients are
+// scaled only when it is < 1: never for a NaN norm, to 0 for an infinite one. The trainer's
+// optimizer and clip_grad_norm below both scale by this.
+double clip_factor(double total_norm, double max_norm);
 // Multiply every gradient by float(coeff) when coeff < 1; returns whether it did.
 bool scale_if_clipping(std::span<const std::span<float>> grads, double coeff);
 // Global L2 norm of local gradients, then clipping to max_norm (max_norm <= 0: no clipping).

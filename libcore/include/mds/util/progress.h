@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "mds/util/text.h"  // format_bytes, which the lines print
+
 namespace mds {
 
 class Progress {
@@ -38,8 +40,6 @@ private:
     bool finished_ = false;
 };
 
-// "1.23 GB", "456 MB", ...
-std::string format_bytes(double bytes);
 // "1h02m", "3m05s", "12s"
 std::string format_duration(double seconds);
 

@@ -194,6 +194,19 @@ std::vector<int> partition_pipe_specs(const std::vector<PipeSpec>& specs, const 
     return partition_balanced(weights, num_stages, algorithm);
 }
 
+GptShardParameters gpt_shard_parameters(std::int64_t hidden_size, std::int64_t ffn_hidden_size, std::int64_t padded_vocab_size,
+                                        std::int64_t position_rows, bool embed_layernorm, std::int64_t tp) {
+    const std::int64_t h = hidden_size, f = ffn_hidden_size;
+    const auto split = [tp](std::int64_t n) { return (n + tp - 1) / tp; };
+    GptShardParameters s;
+    // QKV 3h² + 3h, attention output h², MLP h·f + f and f·h: split; attention output bias h,
+    // MLP output bias h and two LayerNorms 4h: whole.
+    s.block = split(4 * h * h + 2 * h * f + 3 * h + f) + 6 * h;
+    s.embedding = split(padded_vocab_size * h) + position_rows * h + (embed_layernorm ? 2 * h : 0);
+    s.final_norm = 2 * h;
+    return s;
+}
+
 std::vector<GptStageCut> gpt_stage_cuts(std::int64_t num_layers, int stages, const std::string& method, bool half_precision,
                                         std::int64_t embedding_parameters, std::int64_t block_parameters,
                                         std::int64_t norm_parameters, PartitionAlgorithm algorithm) {

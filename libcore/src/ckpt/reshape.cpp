@@ -82,7 +82,7 @@ void write_layer(const Plan& plan, int layer, const fs::path& dir, const std::fu
             auto& w = *writers[static_cast<std::size_t>(r)];
             if (t.layout.rule == TpRule::Replicated) {
                 w.write(g.data);
-            } else if (t.layout.rule == TpRule::Concat0 && t.layout.sub_params == 1) {
+            } else if (t.layout.rule == TpRule::ColumnParallel && t.layout.sub_params == 1) {
                 w.write(std::span<const std::byte>(g.data.data() + static_cast<std::size_t>(r) * shard_bytes, shard_bytes));
             } else {
                 w.write(tp_shard(t.layout, g.data, g.shape, esize, T, r));
@@ -202,13 +202,8 @@ void sync_tree(const fs::path& dir) {
     sync_directory(dir.string());
 }
 
-}  // namespace
-
-ReshapeReport reshape_checkpoint(const std::string& src, const std::string& dst, const ReshapeOptions& options) {
-    refuse_overlap(src, "source", dst, "destination");
-    Plan plan = make_plan(src, options);
-    // The tag folder may be a symbolic link: where it really lives must not be the destination.
-    refuse_overlap(plan.source->directory(), "source tag", dst, "destination");
+// The report of `plan`: what the reshape reads and writes, and where.
+ReshapeReport plan_report(const Plan& plan, const ReshapeOptions& options, const fs::path& root) {
     ReshapeReport rep;
     rep.source = plan.source->directory();
     rep.tag = plan.tag;
@@ -228,16 +223,13 @@ ReshapeReport reshape_checkpoint(const std::string& src, const std::string& dst,
     rep.optimizer_groups = plan.groups;
     rep.optimizer = plan.optimizer != nullptr;
     rep.files = output_files(plan);
-    const fs::path root = dst;
-    const fs::path final_dir = root / plan.tag;
-    const fs::path universal_dir = root / (plan.tag + "_universal");
-    rep.output = final_dir.string();
-    if (options.write_universal) rep.universal_output = universal_dir.string();
-    if (options.dry_run) {
-        check_output_dir(dst, "destination");
-        return rep;
-    }
+    rep.output = (root / plan.tag).string();
+    if (options.write_universal) rep.universal_output = (root / (plan.tag + "_universal")).string();
+    return rep;
+}
 
+// Existing output folders are replaced only with --overwrite, and only when they are folders.
+void check_replaceable(const fs::path& final_dir, const fs::path& universal_dir, const ReshapeOptions& options) {
     for (const auto& d : {final_dir, universal_dir}) {
         if (d != final_dir && !options.write_universal) continue;
         struct stat st {};
@@ -246,6 +238,68 @@ ReshapeReport reshape_checkpoint(const std::string& src, const std::string& dst,
             throw Error("'" + printable(d.string(), 200) + "' exists and is not a folder; refusing to replace it");
         if (!options.overwrite) throw Error(printable(d.string(), 200) + " exists; pass --overwrite to replace it");
     }
+}
+
+// Every target file into `tmp` (and the universal folder into `utmp`), with progress.
+void write_target(const Plan& plan, const ReshapeOptions& options, const fs::path& tmp, const fs::path& utmp) {
+    const std::uint64_t total = layer_bytes(plan) + (plan.optimizer ? optimizer_bytes(plan) : 0);
+    std::uint64_t done = 0, tensors = 0;
+    const std::function<void(std::uint64_t)> step = [&](std::uint64_t n) {
+        done += n;
+        if (options.progress) options.progress(++tensors, done, total);
+    };
+    for (int layer : plan.source->layers()) write_layer(plan, layer, tmp, step);
+    write_mp_rank_files(plan, tmp);
+    if (plan.optimizer) {
+        std::set<std::string> written;
+        const std::string zero = options.write_universal ? (utmp / "zero").string() : std::string();
+        for (int s = 0; s < plan.pp; ++s) write_stage_optimizer(plan, s, tmp.string(), zero, written, step);
+        if (options.write_universal) write_universal_common(plan, utmp.string());
+    }
+}
+
+// The durable finished folders move into place; `latest` (and Megatron's tracker file) last.
+void publish(const Plan& plan, const ReshapeOptions& options, const fs::path& root, const fs::path& tmp, const fs::path& utmp) {
+    const fs::path final_dir = root / plan.tag;
+    const fs::path universal_dir = root / (plan.tag + "_universal");
+    sync_directory(tmp.string());
+    remove_tree(final_dir.string());
+    fs::rename(tmp, final_dir);
+    sync_directory(root.string());
+    if (options.write_universal) {
+        sync_tree(utmp);
+        remove_tree(universal_dir.string());
+        fs::rename(utmp, universal_dir);
+        sync_directory(root.string());
+        write_file_atomic((root / "latest_universal").string(), universal_dir.filename().string());
+        sync_directory(root.string());
+    }
+    // `latest` moves last, once the tag is durable (§1.1).
+    write_latest_tag(root.string(), plan.tag);
+    // Megatron's tracker file says the same, when the source has one for this tag.
+    const fs::path tracker = fs::path(plan.source_root) / "latest_checkpointed_iteration.txt";
+    struct stat st {};
+    if (::stat(tracker.c_str(), &st) == 0 && S_ISREG(st.st_mode) && source_latest(plan.source_root) == plan.tag)
+        write_file_atomic((root / tracker.filename()).string(), read_file(tracker.string(), 4096, "Megatron tracker file"));
+}
+
+}  // namespace
+
+ReshapeReport reshape_checkpoint(const std::string& src, const std::string& dst, const ReshapeOptions& options) {
+    refuse_overlap(src, "source", dst, "destination");
+    Plan plan = make_plan(src, options);
+    // The tag folder may be a symbolic link: where it really lives must not be the destination.
+    refuse_overlap(plan.source->directory(), "source tag", dst, "destination");
+    const fs::path root = dst;
+    ReshapeReport rep = plan_report(plan, options, root);
+    if (options.dry_run) {
+        check_output_dir(dst, "destination");
+        return rep;
+    }
+
+    const fs::path final_dir = root / plan.tag;
+    const fs::path universal_dir = root / (plan.tag + "_universal");
+    check_replaceable(final_dir, universal_dir, options);
     for (const auto& removed : prepare_output_dir(root.string(), "destination"))
         if (options.note) options.note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
     const fs::path tmp = temp_path_for(final_dir.string()), utmp = temp_path_for(universal_dir.string());
@@ -253,40 +307,9 @@ ReshapeReport reshape_checkpoint(const std::string& src, const std::string& dst,
         remove_tree(tmp.string());
         remove_tree(utmp.string());
         fs::create_directories(tmp);
-        const std::uint64_t total = layer_bytes(plan) + (plan.optimizer ? optimizer_bytes(plan) : 0);
-        std::uint64_t done = 0, tensors = 0;
-        const std::function<void(std::uint64_t)> step = [&](std::uint64_t n) {
-            done += n;
-            if (options.progress) options.progress(++tensors, done, total);
-        };
-        for (int layer : plan.source->layers()) write_layer(plan, layer, tmp, step);
-        write_mp_rank_files(plan, tmp);
-        if (plan.optimizer) {
-            std::set<std::string> written;
-            const std::string zero = options.write_universal ? (utmp / "zero").string() : std::string();
-            for (int s = 0; s < plan.pp; ++s) write_stage_optimizer(plan, s, tmp.string(), zero, written, step);
-            if (options.write_universal) write_universal_common(plan, utmp.string());
-        }
+        write_target(plan, options, tmp, utmp);
         for (const auto& f : fs::directory_iterator(tmp)) rep.bytes += file_size(f.path().string());
-        sync_directory(tmp.string());
-        remove_tree(final_dir.string());
-        fs::rename(tmp, final_dir);
-        sync_directory(root.string());
-        if (options.write_universal) {
-            sync_tree(utmp);
-            remove_tree(universal_dir.string());
-            fs::rename(utmp, universal_dir);
-            sync_directory(root.string());
-            write_file_atomic((root / "latest_universal").string(), universal_dir.filename().string());
-            sync_directory(root.string());
-        }
-        // `latest` moves last, once the tag is durable (§1.1).
-        write_latest_tag(root.string(), plan.tag);
-        // Megatron's tracker file says the same, when the source has one for this tag.
-        const fs::path tracker = fs::path(plan.source_root) / "latest_checkpointed_iteration.txt";
-        struct stat st {};
-        if (::stat(tracker.c_str(), &st) == 0 && S_ISREG(st.st_mode) && source_latest(plan.source_root) == plan.tag)
-            write_file_atomic((root / tracker.filename()).string(), read_file(tracker.string(), 4096, "Megatron tracker file"));
+        publish(plan, options, root, tmp, utmp);
     } catch (...) {
         try {
             remove_tree(tmp.string());

@@ -64,34 +64,22 @@ int param_shape_groups(const DsCheckpoint& ck, const std::string& dir, bool veri
     return groups;
 }
 
-}  // namespace
 
-PyValue stage_param_shapes(const Plan& plan, int stage) {
-    std::vector<PyValue> groups;
-    for (const auto& g : plan.stages[static_cast<std::size_t>(stage)].groups) {
-        auto od = PyValue::object("collections", "OrderedDict", PyValue::tuple({}));
-        for (auto i : g) {
-            std::vector<PyValue> dims;
-            for (auto d : plan.params[i].target_shard) dims.push_back(PyValue::integer(d));
-            od.as_object().dict_items.set(plan.params[i].ds_name, PyValue::object("torch", "Size", PyValue::tuple({PyValue::tuple(std::move(dims))})));
-        }
-        groups.push_back(od);
-    }
-    return PyValue::list(std::move(groups));
+void note(const ReshapeOptions& o, const std::string& m) {
+    if (o.note) o.note(m);
 }
 
-Plan make_plan(const std::string& src, const ReshapeOptions& o) {
+void check_options(const ReshapeOptions& o) {
     if (o.target_tp < 1) throw UsageError("--target-tp " + std::to_string(o.target_tp) + ": expected at least 1");
     if (o.target_pp < 1) throw UsageError("--target-pp " + std::to_string(o.target_pp) + ": expected at least 1");
     if (o.target_dp < 0) throw UsageError("--target-dp " + std::to_string(o.target_dp) + ": expected at least 1");
     if (o.original_vocab_size < 0)
         throw UsageError("--original-vocab-size " + std::to_string(o.original_vocab_size) + ": expected at least 1");
     if (o.write_universal && !o.with_optimizer) throw UsageError("--universal needs the optimizer states (--with-optimizer)");
-    const auto note = [&](const std::string& m) {
-        if (o.note) o.note(m);
-    };
+}
 
-    Plan plan;
+// The source checkpoint, the output tag, the target TP / PP and the model facts the TP split needs.
+void open_source(Plan& plan, const std::string& src, const ReshapeOptions& o) {
     plan.source = std::make_unique<DsCheckpoint>(src, o.tag, o.verify);
     const DsCheckpoint& ck = *plan.source;
     const fs::path dir = ck.directory();
@@ -102,8 +90,7 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
     plan.pp = o.target_pp;
     const std::string mp0 = (dir / ds_mp_rank_file(0)).string();
     plan.mp_rank0 = std::make_unique<TorchFile>(mp0, o.verify);
-    const PyValue& root = plan.mp_rank0->root();
-    if (root.type() != PyType::Dict) throw Error(mp0 + ": expected a dict at the top");
+    if (plan.mp_rank0->root().type() != PyType::Dict) throw Error(mp0 + ": expected a dict at the top");
 
     plan.heads = ck.int_arg("num_attention_heads");
     if (plan.heads % plan.tp != 0)
@@ -111,10 +98,16 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
                     " (fused QKV is split on head boundaries)");
     plan.glu = present(ck.arg("glu_activation")) != nullptr;
     if (plan.pp * plan.tp > 100)
-        note("warning: " + std::to_string(plan.pp * plan.tp) + " mp_rank files; DeepSpeed sorts their names as strings and picks wrong ones past 100");
+        note(o, "warning: " + std::to_string(plan.pp * plan.tp) + " mp_rank files; DeepSpeed sorts their names as strings and picks wrong ones past 100");
+}
 
-    // Optimizer states: BF16 optimizer files only (§5.2); anything else is dropped or refused.
-    const PyValue* engine_optimizer = present(root.find("optimizer"));
+// Optimizer states: BF16 optimizer files only (§5.2); anything else is dropped or refused. Sets the
+// source and target DP.
+void plan_optimizer(Plan& plan, const ReshapeOptions& o) {
+    const DsCheckpoint& ck = *plan.source;
+    const fs::path dir = ck.directory();
+    const std::string mp0 = (dir / ds_mp_rank_file(0)).string();
+    const PyValue* engine_optimizer = present(plan.mp_rank0->root().find("optimizer"));
     if (o.with_optimizer) {
         if (engine_optimizer)
             throw Error(mp0 + ": the optimizer state sits in the mp_rank files (fp16/fp32 without ZeRO); only BF16 optimizer files "
@@ -125,17 +118,21 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
             throw Error(dir.string() + ": " + std::to_string(plan.optimizer->groups()) +
                         " optimizer parameter groups; expected Megatron's 2 ([decay, no decay]) or 3 ([decay, decay, no decay])");
     } else {
-        const auto* d = present(root.find("dp_world_size"));
+        const auto* d = present(plan.mp_rank0->root().find("dp_world_size"));
         plan.source_dp = d && d->type() == PyType::Int ? static_cast<int>(d->as_int()) : 1;
         bool has_optimizer_files = engine_optimizer != nullptr;
         for (const auto& e : fs::directory_iterator(dir)) has_optimizer_files |= parse_ds_optim_file(e.path().filename().string()).has_value();
         if (has_optimizer_files)
-            note("optimizer states are not carried over (weights only; resume with --no-load-optim, or pass --with-optimizer)");
+            note(o, "optimizer states are not carried over (weights only; resume with --no-load-optim, or pass --with-optimizer)");
     }
     plan.dp = o.target_dp > 0 ? o.target_dp : plan.source_dp;
+}
 
-    // Vocabulary (§6.3): the padded size follows the new TP degree unless pad_vocab_size_to fixes it.
-    const int embed = ck.layers().front(), final_norm = ck.layers().back();
+// Vocabulary (§6.3): the padded size follows the new TP degree unless pad_vocab_size_to fixes it.
+void plan_vocabulary(Plan& plan, const ReshapeOptions& o) {
+    const DsCheckpoint& ck = *plan.source;
+    const std::string mp0 = (fs::path(ck.directory()) / ds_mp_rank_file(0)).string();
+    const int embed = ck.layers().front();
     {
         auto layer = ck.open_layer(embed);
         const auto& names = layer.names();
@@ -145,7 +142,7 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
     }
     plan.original_vocab = o.original_vocab_size;
     if (plan.original_vocab == 0)
-        if (const auto* info = present(root.find("checkpoint_info")); info && info->type() == PyType::Dict)
+        if (const auto* info = present(plan.mp_rank0->root().find("checkpoint_info")); info && info->type() == PyType::Dict)
             if (const auto* v = present(info->find("original_vocab_size")); v && v->type() == PyType::Int) plan.original_vocab = v->as_int();
     if (plan.original_vocab > plan.source_vocab)
         throw Error(mp0 + ": original vocabulary size " + std::to_string(plan.original_vocab) + " is larger than the embedding's " +
@@ -162,12 +159,43 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
                     " rows; pass --original-vocab-size so that only padding rows are dropped");
     if (plan.target_vocab % plan.tp != 0)
         throw Error(mp0 + ": padded vocabulary size " + std::to_string(plan.target_vocab) + " is not divisible by --target-tp " + std::to_string(plan.tp));
+}
 
-    // Parameters in layer order, and how the source groups them (§5.1).
+// The parameters of the source's layer files, and its persistent buffers.
+struct SourceParams {
+    std::map<int, std::vector<std::size_t>> layer_params;  // on-disk layer → Plan::params indices
+    std::vector<std::string> buffers;                      // ds names, source order
+};
+
+// One parameter of layer `layer` with its source and target shapes.
+Param make_param(const Plan& plan, int layer, const std::string& name, const DsCheckpoint::Layer& l, const std::string& ds) {
+    const DsCheckpoint& ck = *plan.source;
+    Param p;
+    p.ds_name = ds;
+    p.layer = layer;
+    p.name = name;
+    p.dtype = l.dtype(name);
+    p.source_shape = l.shape(name);
+    p.layout = tp_layout(name, plan.glu);
+    const std::string what = ck.layer_file(layer, 0) + ": " + name;
+    p.source_slice = tp_shard_shape(p.layout, p.source_shape, ck.tp(), what);
+    p.vocab = layer == ck.layers().front() && name == "word_embeddings.weight";
+    p.target_shape = p.source_shape;
+    if (p.vocab) p.target_shape[0] = plan.target_vocab;
+    p.target_shard = tp_shard_shape(p.layout, p.target_shape, plan.tp, what);
+    return p;
+}
+
+// Parameters in layer order, and how the source groups them (§5.1): the BF16 optimizer files' groups
+// with --with-optimizer, else the mp_rank files' param_shapes when complete, else Megatron's rule.
+SourceParams collect_params(Plan& plan, const ReshapeOptions& o) {
+    const DsCheckpoint& ck = *plan.source;
+    const std::string dir = ck.directory();
+    const int embed = ck.layers().front(), final_norm = ck.layers().back();
+    SourceParams out;
     std::map<std::string, int> shape_groups;
-    std::vector<std::string> buffers;
-    const int shape_group_count = param_shape_groups(ck, dir.string(), o.verify, shape_groups, buffers);
-    const std::set<std::string> buffer_set(buffers.begin(), buffers.end());
+    const int shape_group_count = param_shape_groups(ck, dir, o.verify, shape_groups, out.buffers);
+    const std::set<std::string> buffer_set(out.buffers.begin(), out.buffers.end());
     const std::map<std::string, int>* group_of = nullptr;
     int source_groups = 0;
     if (plan.optimizer) {
@@ -178,102 +206,140 @@ Plan make_plan(const std::string& src, const ReshapeOptions& o) {
         source_groups = shape_group_count;
     }
     plan.groups = source_groups ? source_groups : 3;
-    std::map<int, std::vector<std::size_t>> layer_params;
-    std::vector<std::string> stage_buffers;  // ds names, source order
     for (int layer : ck.layers()) {
         auto l = ck.open_layer(layer);
         for (const auto& name : l.names()) {
             const std::string ds = ds_param_name(layer, name, embed);
             if (buffer_set.count(ds) || ends_with(name, "inv_freq")) {
-                if (!buffer_set.count(ds)) buffers.push_back(ds);
+                if (!buffer_set.count(ds)) out.buffers.push_back(ds);
                 continue;
             }
-            Param p;
-            p.ds_name = ds;
-            p.layer = layer;
-            p.name = name;
-            p.dtype = l.dtype(name);
-            p.source_shape = l.shape(name);
-            p.layout = tp_layout(name, plan.glu);
-            const std::string what = ck.layer_file(layer, 0) + ": " + name;
-            p.source_slice = tp_shard_shape(p.layout, p.source_shape, ck.tp(), what);
-            p.vocab = layer == embed && name == "word_embeddings.weight";
-            p.target_shape = p.source_shape;
-            if (p.vocab) p.target_shape[0] = plan.target_vocab;
-            p.target_shard = tp_shard_shape(p.layout, p.target_shape, plan.tp, what);
+            Param p = make_param(plan, layer, name, l, ds);
             const auto g = group_of ? group_of->find(ds) : std::map<std::string, int>::const_iterator{};
             if (group_of && g == group_of->end()) {
-                if (plan.optimizer) throw Error(dir.string() + ": parameter " + ds + " is in no BF16 optimizer file");
+                if (plan.optimizer) throw Error(dir + ": parameter " + ds + " is in no BF16 optimizer file");
                 group_of = nullptr;  // incomplete param_shapes: fall back to Megatron's rule for all
             }
             p.weight_decay = group_of ? (source_groups == 3 ? g->second < 2 : g->second == 0) : megatron_weight_decay(name, layer == final_norm);
             plan.by_name[ds] = plan.params.size();
-            layer_params[layer].push_back(plan.params.size());
+            out.layer_params[layer].push_back(plan.params.size());
             plan.params.push_back(std::move(p));
         }
     }
     if (!group_of)
         for (auto& p : plan.params) p.weight_decay = megatron_weight_decay(p.name, p.layer == final_norm);
+    return out;
+}
 
-    // Stages (§1.3, §6.1): the spec list cut as DeepSpeed's PipelineModule cuts it.
+// The spec list with each entry's parameters per target TP rank ('parameters' weighting).
+std::vector<PipeSpec> weighted_specs(const Plan& plan, const SourceParams& sp) {
+    const DsCheckpoint& ck = *plan.source;
+    const int embed = ck.layers().front();
     bool half = bool_arg(ck, "fp16") || bool_arg(ck, "bf16");
     if (!present(ck.arg("fp16")) && !present(ck.arg("bf16"))) half = plan.params.front().dtype != DType::F32;
     auto specs = gpt_pipe_specs(ck.layers(), half);
-    std::int64_t embed_params = 0;
-    for (auto i : layer_params[embed]) embed_params += plan.params[i].shard_numel();
+    const auto layer_numel = [&](int layer) {
+        std::int64_t n = 0;
+        if (const auto it = sp.layer_params.find(layer); it != sp.layer_params.end())
+            for (auto i : it->second) n += plan.params[i].shard_numel();
+        return n;
+    };
+    const std::int64_t embed_params = layer_numel(embed);
     for (auto& s : specs) {
-        if (s.layer >= 0)
-            for (auto i : layer_params[s.layer]) s.parameters += plan.params[i].shard_numel();
-        else if (s.tied_embedding)
-            s.parameters = embed_params;
+        if (s.layer >= 0) s.parameters += layer_numel(s.layer);
+        else if (s.tied_embedding) s.parameters = embed_params;
     }
+    return specs;
+}
+
+// Target stage `s` of spec entries [parts[s], parts[s+1]): its layers, parameters in DeepSpeed's
+// traversal order, optimizer groups and persistent buffers.
+Stage make_stage(const Plan& plan, const std::vector<PipeSpec>& specs, const std::vector<int>& parts, int s, const SourceParams& sp) {
+    const int embed = plan.source->layers().front();
+    const auto params_of = [&](int layer) -> const std::vector<std::size_t>& {
+        static const std::vector<std::size_t> none;
+        const auto it = sp.layer_params.find(layer);
+        return it == sp.layer_params.end() ? none : it->second;
+    };
+    Stage st;
+    st.info.first_spec = parts[static_cast<std::size_t>(s)];
+    st.info.end_spec = parts[static_cast<std::size_t>(s) + 1];
+    int blocks = 0;
+    for (int i = st.info.first_spec; i < st.info.end_spec; ++i) {
+        const auto& spec = specs[static_cast<std::size_t>(i)];
+        if (spec.layer >= 0) st.info.layers.push_back(spec.layer);
+        st.info.tied_embedding |= spec.tied_embedding;
+        blocks += spec.type_name == "ParallelTransformerLayerPipe";
+    }
+    if (blocks == 0)
+        throw Error("stage " + std::to_string(s) + " of " + std::to_string(plan.pp) + " gets no transformer layer (partition method '" +
+                    plan.partition_method + "', spec entries " + std::to_string(st.info.first_spec) + ".." + std::to_string(st.info.end_spec) +
+                    "); Megatron-DeepSpeed cannot run such a stage: use fewer stages");
+    // Traversal order: tied_modules.embed first (its LayerNorm only on the first stage, §9), then the numbered layers.
+    if (st.info.tied_embedding)
+        for (auto i : params_of(embed))
+            if (s == 0 || !starts_with(plan.params[i].name, "word_embeddings.norm.")) st.params.push_back(i);
+    for (int layer : st.info.layers)
+        if (layer != embed) st.params.insert(st.params.end(), params_of(layer).begin(), params_of(layer).end());
+    std::vector<bool> decay;
+    for (auto i : st.params) {
+        decay.push_back(plan.params[i].weight_decay);
+        st.info.parameters += plan.params[i].shard_numel();
+    }
+    st.groups = megatron_param_groups(st.params, decay, plan.groups);
+    for (const auto& b : sp.buffers) {
+        const auto dot = b.find('.');
+        const std::string head = b.substr(0, dot);
+        const bool mine = starts_with(b, "tied_modules.") ? st.info.tied_embedding
+                                                          : std::find(st.info.layers.begin(), st.info.layers.end(), std::atoi(head.c_str())) != st.info.layers.end();
+        if (mine) st.buffer_names.push_back(b);
+    }
+    return st;
+}
+
+// Stages (§1.3, §6.1): the spec list cut as DeepSpeed's PipelineModule cuts it.
+void plan_stages(Plan& plan, const ReshapeOptions& o, const SourceParams& sp) {
+    const auto specs = weighted_specs(plan, sp);
     plan.partition_method = o.partition_method;
     if (plan.partition_method.empty())
-        if (const auto* m = present(ck.arg("pp_partition_method")); m && m->type() == PyType::Str) plan.partition_method = m->as_str();
+        if (const auto* m = present(plan.source->arg("pp_partition_method")); m && m->type() == PyType::Str) plan.partition_method = m->as_str();
     if (plan.partition_method.empty()) plan.partition_method = "type:transformer";
     const auto parts = partition_pipe_specs(specs, plan.partition_method, plan.pp, o.partition_algorithm);
-    for (int s = 0; s < plan.pp; ++s) {
-        Stage st;
-        st.info.first_spec = parts[static_cast<std::size_t>(s)];
-        st.info.end_spec = parts[static_cast<std::size_t>(s) + 1];
-        int blocks = 0;
-        for (int i = st.info.first_spec; i < st.info.end_spec; ++i) {
-            const auto& spec = specs[static_cast<std::size_t>(i)];
-            if (spec.layer >= 0) st.info.layers.push_back(spec.layer);
-            st.info.tied_embedding |= spec.tied_embedding;
-            blocks += spec.type_name == "ParallelTransformerLayerPipe";
+    for (int s = 0; s < plan.pp; ++s) plan.stages.push_back(make_stage(plan, specs, parts, s, sp));
+}
+
+}  // namespace
+
+PyValue stage_param_shapes(const Plan& plan, int stage) {
+    std::vector<PyValue> groups;
+    for (const auto& g : plan.stages[static_cast<std::size_t>(stage)].groups) {
+        auto od = PyValue::object("collections", "OrderedDict", PyValue::tuple({}));
+        for (auto i : g.params) {
+            std::vector<PyValue> dims;
+            for (auto d : plan.params[i].target_shard) dims.push_back(PyValue::integer(d));
+            od.as_object().dict_items.set(plan.params[i].ds_name, PyValue::object("torch", "Size", PyValue::tuple({PyValue::tuple(std::move(dims))})));
         }
-        if (blocks == 0)
-            throw Error("stage " + std::to_string(s) + " of " + std::to_string(plan.pp) + " gets no transformer layer (partition method '" +
-                        plan.partition_method + "', spec entries " + std::to_string(st.info.first_spec) + ".." + std::to_string(st.info.end_spec) +
-                        "); Megatron-DeepSpeed cannot run such a stage: use fewer stages");
-        // Traversal order: tied_modules.embed first (its LayerNorm only on the first stage, §9), then the numbered layers.
-        if (st.info.tied_embedding)
-            for (auto i : layer_params[embed])
-                if (s == 0 || !starts_with(plan.params[i].name, "word_embeddings.norm.")) st.params.push_back(i);
-        for (int layer : st.info.layers)
-            if (layer != embed) st.params.insert(st.params.end(), layer_params[layer].begin(), layer_params[layer].end());
-        std::vector<std::size_t> wd, no_wd;
-        for (auto i : st.params) {
-            (plan.params[i].weight_decay ? wd : no_wd).push_back(i);
-            st.info.parameters += plan.params[i].shard_numel();
-        }
-        if (plan.groups == 3) {
-            const auto half_wd = static_cast<std::ptrdiff_t>(wd.size() / 2);
-            st.groups = {std::vector<std::size_t>(wd.begin(), wd.begin() + half_wd), std::vector<std::size_t>(wd.begin() + half_wd, wd.end()), no_wd};
-        } else {
-            st.groups = {wd, no_wd};
-        }
-        for (const auto& b : buffers) {
-            const auto dot = b.find('.');
-            const std::string head = b.substr(0, dot);
-            const bool mine = starts_with(b, "tied_modules.") ? st.info.tied_embedding
-                                                              : std::find(st.info.layers.begin(), st.info.layers.end(), std::atoi(head.c_str())) != st.info.layers.end();
-            if (mine) st.buffer_names.push_back(b);
-        }
-        plan.stages.push_back(std::move(st));
+        groups.push_back(od);
     }
+    return PyValue::list(std::move(groups));
+}
+
+Plan make_plan(const std::string& src, const ReshapeOptions& o) {
+    check_options(o);
+    Plan plan;
+    open_source(plan, src, o);
+    plan_optimizer(plan, o);
+    plan_vocabulary(plan, o);
+    const SourceParams sp = collect_params(plan, o);
+    plan_stages(plan, o, sp);
     return plan;
+}
+
+std::vector<DsFlatGroup> stage_optimizer_layout(const Plan& plan, const Stage& stage) {
+    std::vector<std::int64_t> numel;
+    numel.reserve(plan.params.size());
+    for (const auto& p : plan.params) numel.push_back(p.shard_numel());
+    return ds_optimizer_layout(stage.groups, numel, plan.dp);
 }
 
 }  // namespace mds::ckpt::reshape_detail

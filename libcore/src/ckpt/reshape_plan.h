@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mds/ckpt/ds_checkpoint.h"
+#include "mds/ckpt/ds_optimizer_layout.h"
 #include "mds/ckpt/reshape.h"
 #include "mds/ckpt/tp_reshard.h"
 #include "mds/ckpt/universal.h"
@@ -37,7 +38,7 @@ struct Param {
 struct Stage {
     ReshapeStage info;
     std::vector<std::size_t> params;               // into Plan::params, DeepSpeed's traversal order
-    std::vector<std::vector<std::size_t>> groups;  // the optimizer groups of those
+    std::vector<DsParamGroup> groups;              // the optimizer groups of those (Megatron's split)
     std::vector<std::string> buffer_names;         // persistent buffers (mp_rank 'buffer_names')
 };
 
@@ -67,6 +68,10 @@ PyValue stage_param_shapes(const Plan& plan, int stage);
 // Reads the source, checks the request against it, and lays out the target. Notes (warnings the
 // user should see) go to options.note.
 Plan make_plan(const std::string& src, const ReshapeOptions& options);
+
+// Target stage `stage`'s optimizer groups laid out over the target DP (DeepSpeed's flat buffers and
+// partitions, ds_optimizer_layout.h), with Plan::params indices and target TP shard sizes.
+std::vector<DsFlatGroup> stage_optimizer_layout(const Plan& plan, const Stage& stage);
 
 // Writes the BF16 optimizer files of target stage `stage` into `out_dir` (and, when `universal_zero`
 // is not empty, each parameter's universal state files under it, once per parameter).

@@ -5,11 +5,13 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "mds/ckpt/partition.h"         // gpt_stage_cuts
+#include "mds/ckpt/ds_optimizer_layout.h"  // ds_partitions_optimizer_states
+#include "mds/ckpt/partition.h"         // gpt_stage_cuts, gpt_shard_parameters
 #include "mds/observe/flops.h"          // parameter_count, flops_per_iteration
 #include "mds/optim/batch_size_rampup.h"  // NumMicroBatchesCalculator
 #include "mds/train/curriculum.h"       // CurriculumScheduler, curriculum_step
@@ -21,6 +23,10 @@ namespace {
 [[noreturn]] void usage(const std::string& what) { throw UsageError(what); }
 
 std::string text(std::int64_t v) { return std::to_string(v); }
+
+void positive(const std::string& flag, std::int64_t v) {
+    if (v <= 0) usage(flag + " must be positive, got " + text(v));
+}
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -62,29 +68,6 @@ std::int64_t parse_count(const std::string& flag, const std::string& value) {
     }
     if (clean.empty() || used != clean.size()) throw CLI::ValidationError(flag, "expected an integer, found '" + value + "'");
     return static_cast<std::int64_t>(v);
-}
-
-// What the model puts on one GPU of a stage (Megatron's tensor-parallel split): weights of
-// column/row-parallel matrices and their split biases divided by t; the row-parallel output biases
-// and the layer norms held whole by every rank.
-struct ShardedModel {
-    std::int64_t layer = 0;       // one transformer layer
-    std::int64_t embedding = 0;   // word embeddings V·h/t, positions P·h, optional embedding norm
-    std::int64_t final_norm = 0;  // the layer norm after the last layer
-};
-
-ShardedModel sharded_model(const TrainArgs& args, std::int64_t padded_vocab, std::int64_t ffn) {
-    const std::int64_t h = args.model.hidden_size;
-    const std::int64_t t = args.parallel.tensor_model_parallel_size;
-    ShardedModel m;
-    // QKV 3h² + 3h, attention output h², MLP h·f + f and f·h: split; attention output bias h,
-    // MLP output bias h and two layer norms 4h: whole. For t = 1 and f = 4h: 12h² + 13h.
-    m.layer = ceil_div(4 * h * h + 2 * h * ffn + 3 * h + ffn, t) + 6 * h;
-    const std::int64_t positions =
-        args.model.position_embedding_type == "absolute" ? args.model.max_position_embeddings.value_or(args.model.seq_length) : 0;
-    m.embedding = ceil_div(padded_vocab * h, t) + positions * h + (args.model.embed_layernorm ? 2 * h : 0);
-    m.final_norm = 2 * h;
-    return m;
 }
 
 // Iterations, tokens and FLOPs of the whole run, step by step while the batch-size ramp-up or the
@@ -205,26 +188,24 @@ observe::ModelShape model_shape(const ModelArgs& m, std::int64_t padded_vocab) {
     observe::ModelShape shape;
     shape.num_layers = m.num_layers;
     shape.hidden_size = m.hidden_size;
-    shape.ffn_hidden_size = m.ffn_hidden_size.value_or(4 * m.hidden_size);
+    shape.ffn_hidden_size = m.ffn_hidden();
     shape.padded_vocab_size = padded_vocab;
     shape.max_position_embeddings =
-        m.position_embedding_type == "absolute" ? m.max_position_embeddings.value_or(m.seq_length) : 0;
+        m.position_embedding_type == "absolute" ? m.max_positions() : 0;
     shape.embedding_layernorm = m.embed_layernorm;
     return shape;
 }
 
-DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
+namespace {
+
+// The model and parallel sizes were checked positive by validate() (resolve_train_args), which
+// every caller runs first; what the dry run needs beyond that is checked here.
+void check_plannable(const TrainArgs& args, const DryRunOptions& options) {
     const auto& m = args.model;
-    const auto& o = args.optimizer;
     const auto& p = args.parallel;
-    // The model and parallel sizes were checked positive by validate() (resolve_train_args), which
-    // every caller runs first; the dry-run options are checked here.
-    const auto positive = [](const std::string& flag, std::int64_t v) {
-        if (v <= 0) usage(flag + " must be positive, got " + text(v));
-    };
     const std::int64_t t = p.tensor_model_parallel_size;
     const std::int64_t pp = p.pipeline_model_parallel_size;
-    const std::int64_t ffn = m.ffn_hidden_size.value_or(4 * m.hidden_size);
+    const std::int64_t ffn = m.ffn_hidden();
     positive("--ffn-hidden-size", ffn);
     if (m.num_attention_heads % t != 0)
         usage("--num-attention-heads " + text(m.num_attention_heads) + " is not divisible by --tensor-model-parallel-size " +
@@ -242,8 +223,14 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     if (options.train_tokens) positive("--dry-run-train-tokens", *options.train_tokens);
     if (!args.length.train_iters && !args.length.train_samples)
         usage("one of --train-iters and --train-samples is required");
+}
 
-    // GPUs and data parallelism.
+// GPUs, data parallelism and batches into the report's layout fields.
+void plan_layout(const TrainArgs& args, const DryRunOptions& options, DryRunReport& r) {
+    const auto& o = args.optimizer;
+    const auto& p = args.parallel;
+    const std::int64_t t = p.tensor_model_parallel_size;
+    const std::int64_t pp = p.pipeline_model_parallel_size;
     const std::string gpus_flag = options.num_gpus ? "--dry-run-gpus" : "world size";
     const std::int64_t gpus = options.num_gpus.value_or(p.world_size.value_or(t * pp));
     positive(gpus_flag, gpus);
@@ -256,19 +243,6 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
         usage("--global-batch-size " + text(gbs) + " is not divisible by --micro-batch-size " + text(o.micro_batch_size) +
               " x data-parallel size " + text(dp) + " (" + text(gpus) + " GPUs / TP " + text(t) + " / PP " + text(pp) +
               "); " + optim::nearest_multiples_text(gbs, o.micro_batch_size * dp) + " would divide");
-
-    DryRunReport r;
-    r.num_layers = m.num_layers;
-    r.hidden_size = m.hidden_size;
-    r.ffn_hidden_size = ffn;
-    r.num_attention_heads = m.num_attention_heads;
-    r.seq_length = m.seq_length;
-    r.vocab_size = *options.vocab_size;
-    r.padded_vocab_size = padded_vocab_size(r.vocab_size, m, t);
-    const observe::ModelShape shape = model_shape(m, r.padded_vocab_size);
-    r.parameters = observe::parameter_count(shape);
-    r.parameters_without_embeddings = observe::parameter_count_without_embeddings(shape);
-
     r.num_gpus = gpus;
     r.tensor_model_parallel_size = t;
     r.pipeline_model_parallel_size = pp;
@@ -277,74 +251,101 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     r.global_batch_size = gbs;
     r.num_micro_batches = gbs / (o.micro_batch_size * dp);
     r.pipeline_bubble = static_cast<double>(pp - 1) / static_cast<double>(r.num_micro_batches + pp - 1);
+}
+
+// The model's sizes and parameter counts into the report.
+void plan_model(const TrainArgs& args, const DryRunOptions& options, DryRunReport& r) {
+    const auto& m = args.model;
+    r.num_layers = m.num_layers;
+    r.hidden_size = m.hidden_size;
+    r.ffn_hidden_size = m.ffn_hidden();
+    r.num_attention_heads = m.num_attention_heads;
+    r.seq_length = m.seq_length;
+    r.vocab_size = *options.vocab_size;
+    r.padded_vocab_size = padded_vocab_size(r.vocab_size, m, args.parallel.tensor_model_parallel_size);
+    const observe::ModelShape shape = model_shape(m, r.padded_vocab_size);
+    r.parameters = observe::parameter_count(shape);
+    r.parameters_without_embeddings = observe::parameter_count_without_embeddings(shape);
+}
+
+// Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020 §3.1, K = 12 for mixed-precision
+// Adam): 16-bit weights and gradients, fp32 master weights, momentum and variance; in fp32 the
+// weights are the master copy. ZeRO-1 partitions the optimizer states over data parallelism,
+// and so does DeepSpeed's BF16_Optimizer, which bf16 gets at ZeRO stage 0 (each rank keeps the
+// fp32 master and Adam moments of its 1/DP share of each flat group: bf16_optimizer.py).
+// DeepSpeed's fp32 gradient partition of its ZeRO optimizer and the bf16 optimizer's fp32
+// gradient accumulation buffer are not counted (tr1-13B's README counts 4-byte gradients: 18
+// bytes per parameter in all, before ZeRO). The flat groups' padding to 2 × DP
+// (ckpt/ds_optimizer_layout.h) is left out: at most 2·DP - 1 elements per group.
+void plan_precision(const TrainArgs& args, const DryRunOptions& options, DryRunReport& r) {
+    const auto& o = args.optimizer;
+    const auto& m = args.model;
     r.precision = o.fp16 ? "fp16" : o.bf16 ? "bf16" : "fp32";
-    r.zero_stage = p.zero_stage;
+    r.zero_stage = args.parallel.zero_stage;
     r.checkpoint_activations = m.checkpoint_activations;
     r.checkpoint_num_layers = std::max<std::int64_t>(1, m.checkpoint_num_layers);
     r.attention_scores_materialized = options.attention_scores_materialized;
-
-    // Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020 §3.1, K = 12 for mixed-precision
-    // Adam): 16-bit weights and gradients, fp32 master weights, momentum and variance; in fp32 the
-    // weights are the master copy. ZeRO-1 partitions the optimizer states over data parallelism,
-    // and so does DeepSpeed's BF16_Optimizer, which bf16 gets at ZeRO stage 0 (each rank keeps the
-    // fp32 master and Adam moments of its 1/DP share of each flat group: bf16_optimizer.py).
-    // DeepSpeed's fp32 gradient partition of its ZeRO optimizer and the bf16 optimizer's fp32
-    // gradient accumulation buffer are not counted (tr1-13B's README counts 4-byte gradients: 18
-    // bytes per parameter in all, before ZeRO).
     const bool mixed = o.fp16 || o.bf16;
     r.weight_bytes_per_parameter = mixed ? 2 : 4;
     r.gradient_bytes_per_parameter = mixed ? 2 : 4;
     r.optimizer_bytes_per_parameter = mixed ? 12 : 8;
-    r.optimizer_partitions = r.zero_stage == 1 || o.bf16 ? dp : 1;
-    const std::int64_t optimizer_partitions = r.optimizer_partitions;
+    r.optimizer_partitions = ckpt::ds_partitions_optimizer_states(r.zero_stage, o.bf16) ? r.data_parallel_size : 1;
+}
 
-    // Pipeline stages as DeepSpeed cuts Megatron-DeepSpeed's GPTModelPipe with --pp-partition-method
-    // ('type:transformer' by default): the first stage holds the embedding module (word and position
-    // embeddings, embedding norm), the last one the final norm and a tied copy of the whole embedding
-    // module for the logits. The first stage
-    // of DeepSpeed's 1F1B TrainSchedule keeps min(PP, micro batches) forward passes in flight, the
-    // last one a single one, which also holds the fp32 logits of the cross entropy (4·s·b·V/t,
-    // Korthikanti §4.1). Embedding dropout mask and final norm input (~3sbh) are left out.
-    const ShardedModel sharded = sharded_model(args, r.padded_vocab_size, ffn);
-    const std::int64_t e = mixed ? 2 : 4;
+// Activation bytes a stage of `stage_layers` blocks keeps with `in_flight` micro batches.
+double stage_activations(const TrainArgs& args, const DryRunReport& r, std::int64_t stage_layers, std::int64_t in_flight_micro_batches,
+                         double per_layer) {
+    const auto& m = args.model;
+    const std::int64_t e = r.weight_bytes_per_parameter;
+    const auto in_flight = static_cast<double>(in_flight_micro_batches);
+    if (!r.checkpoint_activations) return in_flight * static_cast<double>(stage_layers) * per_layer;
+    // Full recomputation (Korthikanti Table 2, "full recompute"): only the input of each
+    // checkpointed chunk of --checkpoint-num-layers layers is kept, e·s·b·h, whole on every
+    // tensor-parallel rank; one chunk's full activations exist while it is recomputed.
+    const std::int64_t k = std::min(r.checkpoint_num_layers, stage_layers);  // 0: a stage without blocks
+    const double chunk_input = static_cast<double>(e) * static_cast<double>(m.seq_length) *
+                               static_cast<double>(args.optimizer.micro_batch_size) * static_cast<double>(m.hidden_size);
+    return in_flight * static_cast<double>(k > 0 ? ceil_div(stage_layers, k) : 0) * chunk_input + static_cast<double>(k) * per_layer;
+}
+
+// Pipeline stages as DeepSpeed cuts Megatron-DeepSpeed's GPTModelPipe with --pp-partition-method
+// ('type:transformer' by default): the first stage holds the embedding module (word and position
+// embeddings, embedding norm), the last one the final norm and a tied copy of the whole embedding
+// module for the logits. The first stage
+// of DeepSpeed's 1F1B TrainSchedule keeps min(PP, micro batches) forward passes in flight, the
+// last one a single one, which also holds the fp32 logits of the cross entropy (4·s·b·V/t,
+// Korthikanti §4.1). Embedding dropout mask and final norm input (~3sbh) are left out.
+void plan_stages(const TrainArgs& args, DryRunReport& r) {
+    const auto& m = args.model;
+    const std::int64_t t = r.tensor_model_parallel_size, pp = r.pipeline_model_parallel_size;
+    const bool mixed = args.optimizer.fp16 || args.optimizer.bf16;
+    const std::int64_t positions =
+        m.position_embedding_type == "absolute" ? m.max_positions() : 0;
+    const auto sharded = ckpt::gpt_shard_parameters(m.hidden_size, r.ffn_hidden_size, r.padded_vocab_size, positions,
+                                                    m.embed_layernorm, t);
     std::vector<ckpt::GptStageCut> cuts;
     try {
-        cuts = ckpt::gpt_stage_cuts(m.num_layers, static_cast<int>(pp), p.pp_partition_method.value_or("type:transformer"), mixed,
-                                    sharded.embedding, sharded.layer, sharded.final_norm);
+        cuts = ckpt::gpt_stage_cuts(m.num_layers, static_cast<int>(pp), args.parallel.pp_partition_method.value_or("type:transformer"),
+                                    mixed, sharded.embedding, sharded.block, sharded.final_norm);
     } catch (const Error& err) {
         usage(std::string("--pp-partition-method: ") + err.what());
     }
-    const double per_layer = activation_bytes_per_layer(m.seq_length, o.micro_batch_size, m.hidden_size,
-                                                        m.num_attention_heads, t, e, r.attention_scores_materialized);
-    const double logits = 4.0 * static_cast<double>(m.seq_length) * static_cast<double>(o.micro_batch_size) *
+    const double per_layer = activation_bytes_per_layer(m.seq_length, r.micro_batch_size, m.hidden_size, m.num_attention_heads, t,
+                                                        r.weight_bytes_per_parameter, r.attention_scores_materialized);
+    const double logits = 4.0 * static_cast<double>(m.seq_length) * static_cast<double>(r.micro_batch_size) *
                           static_cast<double>(r.padded_vocab_size) / static_cast<double>(t);
     const auto make_stage = [&](std::string name, std::int64_t stage, bool first, bool last) {
         DryRunStage st;
         st.name = std::move(name);
         st.stage = stage;
         const auto& cut = cuts[static_cast<std::size_t>(stage)];
-        const std::int64_t stage_layers = cut.end_block - cut.first_block;
-        st.num_layers = stage_layers;
+        st.num_layers = cut.end_block - cut.first_block;
         st.in_flight_micro_batches = first ? std::min(pp, r.num_micro_batches) : 1;
-        st.parameters = stage_layers * sharded.layer + sharded.embedding + (last ? sharded.final_norm : 0);
+        st.parameters = st.num_layers * sharded.block + sharded.embedding + (last ? sharded.final_norm : 0);
         st.weights_bytes = st.parameters * r.weight_bytes_per_parameter;
         st.gradients_bytes = st.parameters * r.gradient_bytes_per_parameter;
-        st.optimizer_bytes = ceil_div(st.parameters * r.optimizer_bytes_per_parameter, optimizer_partitions);
-        double activations = 0.0;
-        const auto in_flight = static_cast<double>(st.in_flight_micro_batches);
-        if (r.checkpoint_activations) {
-            // Full recomputation (Korthikanti Table 2, "full recompute"): only the input of each
-            // checkpointed chunk of --checkpoint-num-layers layers is kept, e·s·b·h, whole on every
-            // tensor-parallel rank; one chunk's full activations exist while it is recomputed.
-            const std::int64_t k = std::min(r.checkpoint_num_layers, stage_layers);  // 0: a stage without blocks
-            const double chunk_input = static_cast<double>(e) * static_cast<double>(m.seq_length) *
-                                       static_cast<double>(o.micro_batch_size) * static_cast<double>(m.hidden_size);
-            activations = in_flight * static_cast<double>(k > 0 ? ceil_div(stage_layers, k) : 0) * chunk_input +
-                          static_cast<double>(k) * per_layer;
-        } else {
-            activations = in_flight * static_cast<double>(stage_layers) * per_layer;
-        }
-        if (last) activations += logits;
+        st.optimizer_bytes = ceil_div(st.parameters * r.optimizer_bytes_per_parameter, r.optimizer_partitions);
+        const double activations = stage_activations(args, r, st.num_layers, st.in_flight_micro_batches, per_layer) + (last ? logits : 0.0);
         st.activations_bytes = static_cast<std::int64_t>(std::ceil(activations));
         st.total_bytes = st.weights_bytes + st.gradients_bytes + st.optimizer_bytes + st.activations_bytes;
         return st;
@@ -356,8 +357,12 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
         r.stages.push_back(make_stage("last", pp - 1, false, true));
     }
     r.largest_stage = r.stages.size() == 2 && r.stages[1].total_bytes > r.stages[0].total_bytes ? 1 : 0;
+}
 
-    // Time.
+// Iterations, tokens, FLOPs and days into the report.
+void plan_time(const TrainArgs& args, const DryRunOptions& options, DryRunReport& r) {
+    const auto& o = args.optimizer;
+    const std::int64_t dp = r.data_parallel_size, gbs = r.global_batch_size;
     const Consumption c = consumption(args, dp, gbs, r.padded_vocab_size);
     // Said, not refused: a ramp-up start below micro batch × DP works for a run resumed past it
     // (tr1-13B ramped up on 16 nodes and resumed on 64), and the plan may be for that part.
@@ -377,15 +382,29 @@ DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     r.flops_per_parameter_token = r.checkpoint_activations ? 8.0 : 6.0;
     if (options.tflops_per_gpu) {
         r.tflops_per_gpu = options.tflops_per_gpu;
-        r.days = estimate_training_days(static_cast<double>(r.train_tokens), static_cast<double>(r.parameters), gpus,
+        r.days = estimate_training_days(static_cast<double>(r.train_tokens), static_cast<double>(r.parameters), r.num_gpus,
                                         *options.tflops_per_gpu, r.flops_per_parameter_token);
-        r.days_exact = r.total_flops / (static_cast<double>(gpus) * *options.tflops_per_gpu * 1e12) / 86400.0;
+        r.days_exact = r.total_flops / (static_cast<double>(r.num_gpus) * *options.tflops_per_gpu * 1e12) / 86400.0;
     }
+}
+
+}  // namespace
+
+DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
+    check_plannable(args, options);
+    DryRunReport r;
+    plan_layout(args, options, r);
+    plan_model(args, options, r);
+    plan_precision(args, options, r);
+    plan_stages(args, r);
+    plan_time(args, options, r);
     return r;
 }
 
-std::string format_dry_run(const DryRunReport& r) {
-    std::ostringstream out;
+namespace {
+
+// The report's sections, in the order format_dry_run prints them.
+void format_model(std::ostream& out, const DryRunReport& r) {
     out << "mds-train dry run (nothing is trained)\n\n";
     out << "model\n";
     out << "  " << r.num_layers << " layers, hidden " << r.hidden_size << ", FFN " << r.ffn_hidden_size << ", "
@@ -394,7 +413,9 @@ std::string format_dry_run(const DryRunReport& r) {
     out << "  parameters " << grouped(r.parameters) << " (" << fixed(static_cast<double>(r.parameters) / 1e9, 2)
         << " B), without embeddings " << grouped(r.parameters_without_embeddings) << " ("
         << fixed(static_cast<double>(r.parameters_without_embeddings) / 1e9, 2) << " B)\n\n";
+}
 
+void format_layout(std::ostream& out, const DryRunReport& r) {
     out << "layout\n";
     out << "  " << r.num_gpus << " GPUs = TP " << r.tensor_model_parallel_size << " x PP " << r.pipeline_model_parallel_size
         << " x DP " << r.data_parallel_size << "\n";
@@ -427,7 +448,9 @@ std::string format_dry_run(const DryRunReport& r) {
             << (r.checkpoint_num_layers == 1 ? "" : "s") << "\n\n";
     else
         out << "no activation checkpointing\n\n";
+}
 
+void format_memory(std::ostream& out, const DryRunReport& r) {
     out << "memory per GPU (GiB)\n";
     char line[256];
     std::snprintf(line, sizeof line, "  %-10s %7s %15s %9s %10s %10s %12s %9s\n", "stage", "layers", "params/GPU",
@@ -454,7 +477,9 @@ std::string format_dry_run(const DryRunReport& r) {
         << (r.stages.front().in_flight_micro_batches == 1 ? "" : "es") << " in flight on the first stage"
         << (r.attention_scores_materialized ? "" : ", fused attention (no s^2 scores)") << "\n";
     out << "  not counted: CUDA context, communication buffers, temporaries, allocator fragmentation\n\n";
+}
 
+void format_time(std::ostream& out, const DryRunReport& r) {
     out << "time\n";
     out << "  " << (r.train_tokens_given ? "about " : "") << grouped(r.train_iters) << " iterations, "
         << grouped(r.train_tokens) << " tokens" << (r.train_tokens_given ? " (--dry-run-train-tokens)" : "")
@@ -467,6 +492,16 @@ std::string format_dry_run(const DryRunReport& r) {
     } else {
         out << "  training days: give --dry-run-tflops (the TFLOPs per GPU to expect)\n";
     }
+}
+
+}  // namespace
+
+std::string format_dry_run(const DryRunReport& r) {
+    std::ostringstream out;
+    format_model(out, r);
+    format_layout(out, r);
+    format_memory(out, r);
+    format_time(out, r);
     return out.str();
 }
 

@@ -25,40 +25,15 @@ at::Tensor flat_view(const at::Tensor& t, const Fragment& f) { return t.detach()
 }  // namespace
 
 std::vector<FlatGroup> optimizer_groups(const std::vector<model::Parameter>& params, std::int64_t dp) {
-    std::vector<std::size_t> wd, no_wd;
-    for (std::size_t i = 0; i < params.size(); ++i) (params[i].weight_decay ? wd : no_wd).push_back(i);
-    const auto half = static_cast<std::ptrdiff_t>(wd.size() / 2);
-    std::vector<FlatGroup> groups(3);
-    groups[0].params.assign(wd.begin(), wd.begin() + half);
-    groups[1].params.assign(wd.begin() + half, wd.end());
-    groups[2].params = no_wd;
-    groups[2].weight_decay = false;
-    for (auto& g : groups) {
-        for (auto i : g.params) g.numel += params[i].tensor.numel();
-        const std::int64_t align = 2 * dp;
-        g.padding = (align - g.numel % align) % align;
+    std::vector<std::size_t> order;
+    std::vector<bool> decay;
+    std::vector<std::int64_t> numel;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        order.push_back(i);
+        decay.push_back(params[i].weight_decay);
+        numel.push_back(params[i].tensor.numel());
     }
-    return groups;
-}
-
-std::vector<std::vector<std::vector<Fragment>>> partition_groups(const std::vector<FlatGroup>& groups,
-                                                                 const std::vector<model::Parameter>& params, int ranks) {
-    std::vector<std::vector<std::vector<Fragment>>> out;
-    for (const auto& g : groups) {
-        const std::int64_t part = (g.numel + g.padding) / ranks;
-        std::vector<std::vector<Fragment>> per_rank(static_cast<std::size_t>(ranks));
-        std::int64_t pos = 0;
-        for (auto i : g.params) {
-            const std::int64_t n = params[i].tensor.numel();
-            for (int r = 0; r < ranks; ++r) {
-                const std::int64_t lo = std::max(pos, r * part), hi = std::min(pos + n, (r + 1) * part);
-                if (hi > lo) per_rank[static_cast<std::size_t>(r)].push_back({i, lo - pos, hi - lo, lo - r * part});
-            }
-            pos += n;
-        }
-        out.push_back(std::move(per_rank));
-    }
-    return out;
+    return ckpt::ds_optimizer_layout(ckpt::megatron_param_groups(order, decay, 3), numel, static_cast<int>(dp));
 }
 
 // The partitioned state: for each flat group, every rank's fragments (the gather needs the others'),
@@ -66,9 +41,7 @@ std::vector<std::vector<std::vector<Fragment>>> partition_groups(const std::vect
 struct AdamOptimizer::Zero1 {
     Communicator* comm = nullptr;
     int rank = 0, size = 1;
-    std::vector<FlatGroup> groups;
-    std::vector<std::vector<std::vector<Fragment>>> fragments;  // [group][rank]
-    std::vector<std::int64_t> partition;                        // elements per rank, per group
+    std::vector<FlatGroup> groups;   // with every rank's fragments (the gather needs the others')
     std::vector<Fragment> own;       // this rank's fragments, all groups
     std::vector<bool> own_decay;     // weight decay of each own fragment
     std::vector<at::Tensor> master, exp_avg, exp_avg_sq, steps;
@@ -91,14 +64,11 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
         for (const auto& p : params_)
             if ((p.tensor.scalar_type() != at::kFloat) != separate_master_)
                 throw Error("parameter " + p.full_name() + " has another dtype than the rest of the model");
-        z->fragments = partition_groups(z->groups, params_, z->size);
-        for (std::size_t gi = 0; gi < z->groups.size(); ++gi) {
-            z->partition.push_back((z->groups[gi].numel + z->groups[gi].padding) / z->size);
-            for (const auto& f : z->fragments[gi][static_cast<std::size_t>(z->rank)]) {
+        for (const auto& g : z->groups)
+            for (const auto& f : g.fragments[static_cast<std::size_t>(z->rank)]) {
                 z->own.push_back(f);
-                z->own_decay.push_back(z->groups[gi].weight_decay);
+                z->own_decay.push_back(g.weight_decay);
             }
-        }
         const auto& p0 = params_.empty() ? at::Tensor() : params_[0].tensor;
         for (const auto& f : z->own) {
             const auto view = flat_view(params_[f.param].tensor, f);
@@ -188,9 +158,7 @@ std::optional<double> AdamOptimizer::measure(const std::vector<at::Tensor>& norm
         r.skipped = true;
         return std::nullopt;
     }
-    if (config_.clip_grad <= 0) return 1.0;
-    // The coefficient as the fp32 scalar Megatron multiplies by.
-    return static_cast<double>(static_cast<float>(optim::clip_coefficient(r.grad_norm, config_.clip_grad)));
+    return optim::clip_factor(r.grad_norm, config_.clip_grad);
 }
 
 StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, double loss_scale, bool check_finite,
@@ -247,14 +215,14 @@ StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, doubl
     // Every rank's updated partition to every rank, one flat buffer per group in the parameters' dtype.
     const auto dtype = params_.empty() ? at::kFloat : params_[0].tensor.scalar_type();
     const auto device = params_.empty() ? c10::Device(at::kCPU) : params_[0].tensor.device();
-    for (std::size_t gi = 0; gi < z.groups.size(); ++gi) {
-        auto mine = at::zeros({z.partition[gi]}, at::TensorOptions().dtype(dtype).device(device));
-        for (const auto& f : z.fragments[gi][static_cast<std::size_t>(z.rank)])
+    for (const auto& group : z.groups) {
+        auto mine = at::zeros({group.partition}, at::TensorOptions().dtype(dtype).device(device));
+        for (const auto& f : group.fragments[static_cast<std::size_t>(z.rank)])
             mine.narrow(0, f.part_offset, f.length).copy_(flat_view(params_[f.param].tensor, f));
         const auto all = z.comm->all_gather(mine, Group::Data);
         for (int rr = 0; rr < z.size; ++rr) {
             if (rr == z.rank) continue;
-            for (const auto& f : z.fragments[gi][static_cast<std::size_t>(rr)])
+            for (const auto& f : group.fragments[static_cast<std::size_t>(rr)])
                 flat_view(params_[f.param].tensor, f).copy_(all[static_cast<std::size_t>(rr)].narrow(0, f.part_offset, f.length));
         }
     }
@@ -271,11 +239,11 @@ StatePartition AdamOptimizer::state_partition(int rank, int count) const {
             throw Error("the optimizer holds partition " + std::to_string(z.rank) + " of " + std::to_string(z.size) +
                         ", not " + std::to_string(rank) + " of " + std::to_string(count));
         out.groups = z.groups;
-        out.partition_numel = z.partition;
         std::size_t k = 0;
-        for (std::size_t gi = 0; gi < z.groups.size(); ++gi) {
+        for (const auto& g : z.groups) {
+            out.partition_numel.push_back(g.partition);
             out.slices.emplace_back();
-            for (const auto& f : z.fragments[gi][static_cast<std::size_t>(rank)]) {
+            for (const auto& f : g.fragments[static_cast<std::size_t>(rank)]) {
                 out.slices.back().push_back({f, z.master[k], z.exp_avg[k], z.exp_avg_sq[k]});
                 ++k;
             }
@@ -283,11 +251,10 @@ StatePartition AdamOptimizer::state_partition(int rank, int count) const {
         return out;
     }
     out.groups = optimizer_groups(params_, count);
-    const auto fragments = partition_groups(out.groups, params_, count);
-    for (std::size_t gi = 0; gi < out.groups.size(); ++gi) {
-        out.partition_numel.push_back((out.groups[gi].numel + out.groups[gi].padding) / count);
+    for (const auto& g : out.groups) {
+        out.partition_numel.push_back(g.partition);
         out.slices.emplace_back();
-        for (const auto& f : fragments[gi][static_cast<std::size_t>(rank)])
+        for (const auto& f : g.fragments[static_cast<std::size_t>(rank)])
             out.slices.back().push_back({f, flat_view(master_[f.param], f), flat_view(exp_avg_[f.param], f),
                                          flat_view(exp_avg_sq_[f.param], f)});
     }

@@ -18,13 +18,10 @@ struct LayerSizes {
     std::int64_t embedding = 0, block = 0, norm = 0;
 };
 LayerSizes layer_sizes(const model::GptConfig& c, std::int64_t tp) {
-    const auto h = c.hidden_size, f = c.ffn_hidden_size;
-    LayerSizes s;
-    s.embedding = c.padded_vocab_size / tp * h + (c.position_embedding == model::PositionEmbedding::Absolute ? c.max_position_embeddings * h : 0) +
-                  (c.embed_layernorm ? 2 * h : 0);
-    s.block = 4 * h + (3 * h * h + 3 * h) / tp + h * h / tp + h + (f * h + f) / tp + h * f / tp + h;
-    s.norm = 2 * h;
-    return s;
+    const auto n = ckpt::gpt_shard_parameters(c.hidden_size, c.ffn_hidden_size, c.padded_vocab_size,
+                                              c.position_embedding == model::PositionEmbedding::Absolute ? c.max_position_embeddings : 0,
+                                              c.embed_layernorm, tp);
+    return {n.embedding, n.block, n.final_norm};
 }
 
 }  // namespace

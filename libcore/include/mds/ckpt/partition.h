@@ -57,6 +57,21 @@ std::vector<PipeSpec> gpt_pipe_specs(const std::vector<int>& layers, bool half_p
 std::vector<int> partition_pipe_specs(const std::vector<PipeSpec>& specs, const std::string& method, int num_stages,
                                       PartitionAlgorithm algorithm);
 
+// Trainable parameters per tensor-parallel rank of GPTModelPipe's pieces, as Megatron splits them
+// (column-parallel QKV and h→4h with their biases, row-parallel attention output and 4h→h weights,
+// vocabulary-parallel word embeddings, all divided by `tp`; the row-parallel output biases, the
+// LayerNorms and the position table whole on every rank): the 'parameters' partition weights of
+// mds-train's pipeline and the per-GPU count of its --dry-run.
+struct GptShardParameters {
+    std::int64_t embedding = 0;   // word embeddings V·h/t, positions P·h, optional embedding LayerNorm 2h
+    std::int64_t block = 0;       // one transformer layer: (4h² + 2hf + 3h + f)/t + 6h (12h² + 13h at t = 1, f = 4h)
+    std::int64_t final_norm = 0;  // the LayerNorm after the last layer: 2h
+};
+// `position_rows` is 0 without an absolute position table (ALiBi). The split sums are rounded up,
+// which matters only for sizes Megatron refuses (heads or FFN or vocabulary not divisible by tp).
+GptShardParameters gpt_shard_parameters(std::int64_t hidden_size, std::int64_t ffn_hidden_size, std::int64_t padded_vocab_size,
+                                        std::int64_t position_rows, bool embed_layernorm, std::int64_t tp);
+
 // One pipeline stage of a GPT cut as above: transformer blocks [first_block, end_block) (counted
 // from 0), and whether it holds the embedding (first EmbeddingPipe) and the output layer (the tied
 // EmbeddingPipe at the end) and final LayerNorm.

@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "mds/ckpt/ds_optimizer_layout.h"
 #include "mds/model/gpt_model.h"
 #include "mds/optim/optimizer_config.h"
 
@@ -30,27 +31,12 @@ namespace mds::trainer {
 
 class Communicator;
 
-// BMD's optimizer parameter groups (specs/checkpoints.md §5.1): weight-decay parameters in module
-// order split into two halves, then the no-decay ones; each flat buffer padded to 2 × DP.
-struct FlatGroup {
-    std::vector<std::size_t> params;  // indices into the model's parameters, in flat order
-    std::int64_t numel = 0;
-    std::int64_t padding = 0;
-    bool weight_decay = true;
-};
+// BMD's optimizer parameter groups (specs/checkpoints.md §5.1) laid out as DeepSpeed lays them
+// (ckpt/ds_optimizer_layout.h): weight-decay parameters in module order split into two halves, then
+// the no-decay ones; each flat buffer padded to 2 × DP and cut into DP partitions (fragments).
+using FlatGroup = ckpt::DsFlatGroup;
+using Fragment = ckpt::DsFragment;
 std::vector<FlatGroup> optimizer_groups(const std::vector<model::Parameter>& params, std::int64_t dp);
-
-// A piece of one parameter inside a data-parallel rank's partition of a flat group.
-struct Fragment {
-    std::size_t param = 0;
-    std::int64_t offset = 0;       // in the flattened parameter
-    std::int64_t length = 0;
-    std::int64_t part_offset = 0;  // in the partition
-};
-// Each group's partitions over `ranks`: [group][rank] → fragments in partition order. A partition
-// holds (numel + padding) / ranks elements; the last one ends with the padding.
-std::vector<std::vector<std::vector<Fragment>>> partition_groups(const std::vector<FlatGroup>& groups,
-                                                                 const std::vector<model::Parameter>& params, int ranks);
 
 // One data-parallel rank's share of the optimizer state, as a checkpoint file holds it: per flat
 // group, the fragments of its partition with fp32 masters and Adam moments (views).

@@ -39,6 +39,10 @@ struct ModelArgs {
     std::int64_t checkpoint_num_layers = 1;              // --checkpoint-num-layers
     bool deepspeed_activation_checkpointing = false;     // --deepspeed-activation-checkpointing
     bool abort_on_unmet_fused_kernel_constraints = false; // --abort-on-unmet-fused-kernel-constraints
+
+    // Megatron's defaults of the optional sizes (validate() fills ffn_hidden_size too).
+    std::int64_t ffn_hidden() const { return ffn_hidden_size.value_or(4 * hidden_size); }
+    std::int64_t max_positions() const { return max_position_embeddings.value_or(seq_length); }
 };
 
 struct DataArgs {
@@ -134,11 +138,17 @@ struct TrainArgs {
     // The long names of the flags given on the command line ("--fp16"): a DeepSpeed config value
     // conflicts only with a flag that was given.
     std::set<std::string> flags_given;
+
+    // --global-batch-size, or Megatron's default micro batch × data parallel (validate() fills it).
+    std::int64_t global_batch_size() const {
+        return optimizer.global_batch_size.value_or(optimizer.micro_batch_size * parallel.data_parallel_size);
+    }
 };
 
-// Declares every flag on `app`, writing into `args`. Megatron-DeepSpeed flags that mds does not
-// implement fail the parse with "--flag: not supported by mds-train: <why>"; unknown flags fail
-// as CLI11 extras. Integers accept Python's underscores (5_000_000).
+// Declares every flag of the flag table (mds/train/flag_table.h) that mds-train takes on `app`,
+// writing into `args`. Megatron-DeepSpeed flags that mds does not implement fail the parse with
+// "--flag: not supported by mds-train: <why>"; unknown flags fail as CLI11 extras. Integers accept
+// Python's underscores (5_000_000).
 void add_train_flags(CLI::App& app, TrainArgs& args);
 
 // Merges a DeepSpeed config into `args`: values the flags left unset are taken from it; a value
@@ -148,7 +158,8 @@ void add_train_flags(CLI::App& app, TrainArgs& args);
 std::vector<std::string> apply_deepspeed_config(const DeepSpeedConfig& config, TrainArgs& args);
 
 // Megatron's checks between flags, filling derived defaults (ffn = 4 × hidden, global batch size
-// = micro × dp, data-parallel size). Throws mds::UsageError naming the flags.
+// = micro × dp, data-parallel size), and the refusal of values mds cannot train with (--optimizer
+// sgd, rotary positions), all before any rendezvous or file. Throws mds::UsageError naming the flags.
 void validate(TrainArgs& args);
 
 // Reads --deepspeed_config (when given), applies it, validates. Returns the warnings.

@@ -375,6 +375,18 @@ Communicator::Communicator(const dist::LaunchInfo& launch, const dist::ParallelL
     m.stop_cv.notify_all();
 }
 
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Communicator> Communicator::single_process() {
+    // Every group of a world of one is {0} and has no engine (pg null): each collective then takes
+    // the path a group of one takes in a parallel run, which changes nothing.
+    auto impl = std::make_unique<Impl>(dist::LaunchInfo{}, dist::ParallelLayout(1, 1, 1), CommOptions{});
+    for (const Group g : {Group::World, Group::Tensor, Group::Data, Group::Pipeline, Group::Embedding})
+        impl->groups[g].ranks = {0};
+    impl->set_phase("computing");
+    return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
 Communicator::~Communicator() {
     if (!impl_->finished) impl_->abort_nccl();
     impl_->stop_heartbeat();

@@ -56,6 +56,11 @@ public:
     // Joins the rendezvous (rank 0 creates the store) and builds the groups. Throws mds::Error when
     // the store cannot be reached within the timeout, naming the address.
     Communicator(const dist::LaunchInfo& launch, const dist::ParallelLayout& layout, const CommOptions& options);
+    // The communicator of a training in one process, so that the trainer always has one: no store,
+    // no Gloo, no heartbeat; rank 0 of a world of 1, every group is {0}, coordinates are zeros, and
+    // the collectives are identities (a sum or maximum returns its value, all_reduce_sum only
+    // applies `scale`, all_gather returns the input, barrier and finish do nothing).
+    static std::unique_ptr<Communicator> single_process();
     ~Communicator();
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;
@@ -106,6 +111,7 @@ public:
 
 private:
     struct Impl;
+    explicit Communicator(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
 

@@ -36,7 +36,7 @@ model::PipelineStage pipeline_stage(const model::GptConfig& config, int tp, int 
 // by the first stage, which uses the tokens, and the last, which uses the labels).
 struct PipelineStep {
     model::GptModel* model = nullptr;
-    Communicator* comm = nullptr;  // null with one stage
+    Communicator* comm = nullptr;  // the trainer always gives one; a single stage never uses it
     int prev = -1, next = -1;
     std::int64_t micro_batches = 1, micro_batch_size = 1, seq_length = 1;
     std::function<std::pair<at::Tensor, at::Tensor>(std::int64_t)> batch;

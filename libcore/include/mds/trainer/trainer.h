@@ -3,12 +3,13 @@
 // scaling or bf16/fp32, gradient clipping, periodic evaluation, Megatron's log lines on stdout,
 // TensorBoard events, carbon accounting, loss alerts, and clean exits on --exit-interval,
 // --exit-duration-in-mins, --kill-switch-path, SIGUSR1, SIGTERM and SIGINT.
-// Several processes (started by srun, torchrun or mpirun: dist/launch.h) train tensor- and
-// data-parallel: each data-parallel rank takes its slice of every global batch as Megatron's
+// Several processes (started by srun, torchrun or mpirun: dist/launch.h) train tensor-, pipeline-
+// and data-parallel: each data-parallel rank takes its slice of every global batch as Megatron's
 // pretraining sampler gives it, the tensor-parallel ranks of a replica hold shards of the model
-// (model/gpt_model.h), the gradients are averaged over the data-parallel group before clipping,
+// (model/gpt_model.h), the pipeline stages run the micro batches with the 1F1B schedule
+// (trainer/pipeline.h), the gradients are averaged over the data-parallel group before clipping,
 // and losses are averaged for the log line, which the last rank prints (Megatron's
-// print_rank_last); rank 0 prints the rest. Pipeline parallelism is not implemented yet.
+// print_rank_last); rank 0 prints the rest.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,26 @@
+// Everything done to the gradients between the step's last backward pass and the optimizer, in one
+// place, as Megatron-core's finalize_model_grads (megatron/core/distributed/finalize_model_grads.py)
+// gathers it:
+//   1. the data-parallel reduction: the gradients averaged over the data-parallel group
+//      (Megatron's allreduce_gradients / DDP's finish_grad_sync; GradientReducer::finish, whose
+//      buckets may have started during the backward pass);
+//   2. the tied word embeddings: with pipeline stages, the first stage's input embedding and the
+//      last stage's output layer both get the sum of their gradients (DeepSpeed's
+//      allreduce_tied_weight_gradients, Megatron-core's _allreduce_word_embedding_grads).
+// The LayerNorm copies of --sync-tp-duplicated-parameters are weights, not gradients: they are
+// averaged before the forward pass (Trainer::sync_tp_duplicated_parameters), not here.
+#pragma once
+
+#include "mds/model/gpt_model.h"
+
+namespace mds::trainer {
+
+class Communicator;
+class GradientReducer;
+
+// `data_parallel`: the data-parallel reducer, null when DP = 1. A collective: with several
+// processes every rank calls it after its backward passes. A parameter without a gradient takes
+// part as zeros.
+void finalize_model_grads(model::GptModel& model, Communicator& comm, GradientReducer* data_parallel);
+
+}  // namespace mds::trainer

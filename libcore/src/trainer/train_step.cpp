@@ -1,0 +1,92 @@
+// One training step, Megatron's train_step: the micro batches through the pipeline schedule
+// (forward and backward), the gradients finished (data-parallel average, tied embeddings), the
+// optimizer step with the fp16 loss scaler and the LR schedule, and the step's bookkeeping.
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "mds/trainer/finalize_grads.h"  // finalize_model_grads
+#include "trainer_loop.h"
+
+namespace mds::trainer {
+
+void Trainer::sync_tp_duplicated_parameters() {
+    if (!tp_norms_.empty()) comm_->all_reduce_sum(tp_norms_, Group::Tensor, 1.0 / static_cast<double>(tp_size_));
+}
+
+// The micro batches of one step: Megatron's pretraining sampler gives micro batch j of the step
+// the samples [j·mbs·DP, (j+1)·mbs·DP) of the global batch, of which this rank takes its mbs.
+PipelineStep Trainer::pipeline_step(const Sampler& sample, std::int64_t first_sample, std::int64_t nmb, std::int64_t seqlen) {
+    PipelineStep ps;
+    ps.model = model_.get();
+    ps.comm = comm_.get();
+    ps.prev = prev_stage_;
+    ps.next = next_stage_;
+    ps.micro_batches = nmb;
+    ps.micro_batch_size = mbs_;
+    ps.seq_length = seqlen;
+    ps.batch = [&sample, first_sample, seqlen, mbs = mbs_, dp = dp_, dp_rank = dp_rank_, device = device_,
+                seq = cfg_.seq_length](std::int64_t j) {
+        const auto b = micro_batch(sample, micro_batch_first_sample(first_sample, j, mbs, dp, dp_rank), mbs, seq, device);
+        return tokens_and_labels(b, seqlen);
+    };
+    return ps;
+}
+
+StepOutcome Trainer::train_step() {
+    // ---- this step's batch size, sequence length and loss scale ----
+    calculator_->update(consumed_);
+    const std::int64_t nmb = calculator_->num_micro_batches();
+    StepOutcome out;
+    out.batch_size = calculator_->current_global_batch_size();
+    const double scale = scaler_.scale();
+    // Curriculum: the step's sequence length; the samples are cut to it (Megatron-DeepSpeed).
+    std::int64_t seqlen = cfg_.seq_length;
+    if (curriculum_) {
+        const auto c = train::curriculum_step(*curriculum_, iteration_, cfg_.seq_length);
+        seqlen = c.batch_seq_length;
+        out.curriculum_seqlen = c.curriculum_seqlen;
+    }
+    out.tokens_per_sample = curriculum_ ? out.curriculum_seqlen : cfg_.seq_length;
+
+    // ---- zero the gradients, pull the TP-duplicated LayerNorms together ----
+    optimizer_->zero_grad();
+    sync_tp_duplicated_parameters();
+
+    // ---- forward / backward (1F1B over the pipeline stages; one stage: each micro batch in turn) ----
+    auto step = pipeline_step(train_sample_, consumed_, nmb, seqlen);
+    if (reducer_ && args_.parallel.overlap_grad_reduce) step.before_last_backward = [this] { reducer_->arm(); };
+    // Megatron divides each micro batch's loss by the number of micro batches.
+    const double loss_sum = pipeline_train(step, scale / static_cast<double>(nmb));
+    const double stage_loss = loss_sum / static_cast<double>(nmb);  // the last stage's; 0 on the others
+
+    // ---- gradient finishing: data-parallel average, tied embeddings ----
+    finalize_model_grads(*model_, *comm_, reducer_.get());
+    out.lm_loss = comm_->sum(stage_loss, Group::Data) / static_cast<double>(dp_);
+
+    // ---- optimizer step (unscale, clip, AdamW; fp16: skipped on overflow), LR schedule ----
+    out.optimizer = optimizer_->step(schedule_->lr(), schedule_->weight_decay(), scale, scaler_.active(),
+                                     args_.logging.log_num_zeros_in_grad);
+    out.skipped = out.optimizer.skipped;
+    if (scaler_.active()) out.skipped = scaler_.update(out.optimizer.skipped);
+    if (!out.skipped) schedule_->step(out.batch_size, consumed_tokens_);  // tokens before this iteration, as BS AnnealingLR
+
+    // ---- bookkeeping ----
+    if (carbon_) carbon_->measure_if_due();
+    ++iteration_;
+    consumed_ += out.batch_size;
+    consumed_tokens_ += out.batch_size * out.tokens_per_sample;
+    gigaflos_no_embeds_ += 6.0 * static_cast<double>(out.batch_size * cfg_.seq_length) * params_no_embeddings_billions_;
+    summary_.last_loss = out.lm_loss;
+    if (out.skipped) {
+        ++skipped_total_;
+        ++interval_.skipped;
+        if (!std::isfinite(out.lm_loss)) ++interval_.nan;
+    } else {
+        ++interval_.advanced;
+        interval_.loss_sum += out.lm_loss;
+    }
+    return out;
+}
+
+}  // namespace mds::trainer

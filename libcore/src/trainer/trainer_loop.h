@@ -1,0 +1,206 @@
+// The Trainer behind run_training (mds/trainer/trainer.h), in the shape of torchtitan's Trainer:
+// the set-up (launch and communicator, tokenizer and model, resume, data, optimizer, observers),
+// then train(): train_step() → log_step() → evaluate / save when due → should_stop(), and at the
+// end the final validation, save and test. The pieces live in
+//   trainer.cpp        run_training, train() and the exits
+//   trainer_setup.cpp  the constructor's set-up, in the order Megatron's pretrain() does it
+//   train_step.cpp     one step: forward / backward, gradient finishing, optimizer step
+//   evaluate.cpp       evaluation of the validation and test sets
+//   training_log.cpp   the iteration log line, TensorBoard scalars and loss alerts
+//   trainer_state.cpp  resume (load) and save: what a checkpoint holds of the loop
+//
+// There is always a communicator (Communicator::single_process() for one process). What differs
+// between one process and several beyond the collectives (the "TP x PP x DP" line, which rank
+// prints, ZeRO partitioning) tests the world or data-parallel size explicitly.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mds/data/gpt_datasets.h"
+#include "mds/data/weighted_split.h"
+#include "mds/model/gpt_model.h"
+#include "mds/observe/carbon_tracker.h"
+#include "mds/observe/flops.h"
+#include "mds/observe/loss_alert.h"
+#include "mds/observe/tensorboard_writer.h"
+#include "mds/optim/batch_size_rampup.h"
+#include "mds/optim/loss_scaler.h"
+#include "mds/optim/lr_schedule.h"
+#include "mds/train/curriculum.h"
+#include "mds/train/train_args.h"
+#include "mds/trainer/checkpoint.h"
+#include "mds/trainer/comm.h"
+#include "mds/trainer/grad_reducer.h"
+#include "mds/trainer/micro_batches.h"
+#include "mds/trainer/optimizer.h"
+#include "mds/trainer/pipeline.h"
+#include "mds/trainer/stop_conditions.h"
+#include "mds/trainer/trainer.h"
+
+namespace mds::trainer {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Megatron prints its log lines with print_rank_last (stdout); flushed at once for `tee`.
+void print_line(const std::string& s);
+
+// fp16 loss scaling: DeepSpeed's scaler under --deepspeed (what BigScience ran), else Megatron's.
+class LossScale {
+public:
+    LossScale() = default;  // none (until the set-up makes the flags' one)
+    explicit LossScale(const train::TrainArgs& args);
+    bool active() const { return ds_ || megatron_; }
+    double scale() const { return ds_ ? ds_->scale() : megatron_ ? megatron_->scale() : 1.0; }
+    // Returns true when the step was skipped.
+    bool update(bool found_inf) { return ds_ ? ds_->update(found_inf) : megatron_ ? megatron_->update(found_inf) : false; }
+    void save_to(TrainingProgress& p) const;
+    void load_from(const TrainingProgress& p);
+
+private:
+    std::optional<optim::DeepSpeedLossScaler> ds_;
+    std::optional<optim::MegatronGradScaler> megatron_;
+};
+
+// A validation or test dataset: Mode 1's split, or a named group of Mode 2. Megatron-DeepSpeed logs
+// a group as "NAME loss at ..." under TensorBoard's lm-loss-validation/NAME/.
+struct EvalSet {
+    std::optional<std::string> group;
+    Sampler sample;
+    std::int64_t consumed = 0;  // samples this set has served
+};
+
+// What the log line averages over: the iterations since the last one.
+struct IntervalStats {
+    double loss_sum = 0;
+    std::int64_t advanced = 0, skipped = 0, nan = 0;
+    Clock::time_point start = Clock::now();
+};
+
+// What one training step produced, for the log line, TensorBoard and the alerts.
+struct StepOutcome {
+    std::int64_t batch_size = 0;         // the global batch size in force (ramp-up)
+    std::int64_t tokens_per_sample = 0;  // the curriculum's length, else seq_length
+    std::int64_t curriculum_seqlen = 0;  // 0 without a curriculum
+    double lm_loss = 0;                  // averaged over the data-parallel group
+    bool skipped = false;                // fp16 overflow: no update
+    StepResult optimizer;                // grad norm, zero count
+};
+
+class Trainer {
+public:
+    // The whole set-up, in pretrain()'s order; throws mds::Error / UsageError.
+    Trainer(const train::TrainArgs& args, const RunOptions& options, Clock::time_point process_start);
+    ~Trainer();
+    Trainer(const Trainer&) = delete;
+    Trainer& operator=(const Trainer&) = delete;
+
+    // Trains until should_stop() says so, then the end of training; returns the summary.
+    RunSummary train();
+
+    StepOutcome train_step();
+    void log_step(const StepOutcome& step);
+    // Megatron-DeepSpeed's evaluate_and_print_results for one set; returns the samples served.
+    std::int64_t evaluate(const std::string& prefix, EvalSet& set, bool test);
+    void evaluate_valid(const std::string& prefix);
+    // Megatron's save_checkpoint_and_time (once per iteration at most; nothing without --save).
+    void save();
+    // The exit conditions of this iteration, agreed over the ranks (a collective).
+    Stop should_stop();
+
+private:
+    // ---- set-up (trainer_setup.cpp), called by the constructor in this order ----
+    void check_args();          // flag combinations, Mode 2's groups: before any work
+    void setup_launch();        // signals, threads, device, communicator
+    void setup_model();         // tokenizer → padded vocabulary, model stage, seed
+    void setup_data();          // batch sizes, datasets, iterations
+    void setup_optimizer();     // LR schedule, AdamW, TP-duplicated norms, data-parallel reducer
+    void setup_observers();     // carbon tracker, TensorBoard, throughput shape, curriculum, alerts
+    // ---- resume (trainer_state.cpp) ----
+    void load_weights();        // opens --load, the weights (before the optimizer's masters)
+    void load_state();          // optimizer, LR schedule, loss scaler, RNG, progress
+
+    void info(const std::string& m) const;  // rank 0 prints (print_rank_0)
+    void sync_tp_duplicated_parameters();
+    PipelineStep pipeline_step(const Sampler& sample, std::int64_t first_sample, std::int64_t nmb, std::int64_t seqlen);
+    void write_step_tensorboard(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
+                                const std::optional<double>& params_norm);
+    void write_log_line(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
+                        const std::optional<double>& params_norm);
+    void leave(Stop stop);      // what an exit does before the loop ends (messages, save)
+    void end_of_training(Stop stop);
+
+    // ---- flags and launch ----
+    const train::TrainArgs args_;
+    const RunOptions options_;
+    const dist::LaunchInfo& launch_ = options_.launch;
+    const Clock::time_point process_start_;
+    int world_ = 1;
+    std::int64_t tp_size_ = 1, pp_size_ = 1, dp_ = 1;
+    bool weighted_split_ = false;
+    std::array<std::vector<data::WeightedSplitGroup>, 3> split_groups_;  // Mode 2, checked before any work
+    c10::Device device_{at::kCPU};
+    // Rank 0 prints what one process would; the last rank prints the iteration lines and writes the
+    // TensorBoard events, as Megatron's print_rank_0 / print_rank_last / is_last_rank.
+    std::unique_ptr<Communicator> comm_;
+    std::int64_t dp_rank_ = 0;
+    int pp_rank_ = 0;
+    bool info_rank_ = true, log_rank_ = true;
+
+    // ---- model ----
+    std::int64_t vocab_ = 0, padded_ = 0;
+    model::GptConfig cfg_;
+    model::TensorParallel tp_;
+    model::PipelineStage stage_;
+    int prev_stage_ = -1, next_stage_ = -1;  // neighbours in the pipeline (global ranks)
+    std::unique_ptr<model::GptModel> model_;
+    std::unique_ptr<CheckpointLoader> loader_;  // from load_weights() to load_state()
+
+    // ---- data ----
+    std::optional<optim::NumMicroBatchesCalculator> calculator_;
+    std::int64_t mbs_ = 1, gbs_ = 1;
+    // Mode 1 (--data-path, --split): one train/valid/test split of the (blended) datasets. Mode 2: one
+    // training group and named validation/test groups, each its own (blended) dataset.
+    std::optional<data::GptDatasets> datasets_;
+    std::optional<data::WeightedSplitDatasets> weighted_;
+    Sampler train_sample_;
+    std::vector<EvalSet> valid_sets_, test_sets_;
+    std::int64_t train_iters_ = 0;
+    bool do_valid_ = false, do_test_ = false;
+
+    // ---- optimization ----
+    std::optional<optim::LrSchedule> schedule_;
+    std::unique_ptr<AdamOptimizer> optimizer_;
+    std::vector<at::Tensor> tp_norms_;  // --sync-tp-duplicated-parameters
+    std::unique_ptr<GradientReducer> reducer_;  // DP > 1
+    LossScale scaler_;
+    TrainingProgress resumed_;
+
+    // ---- observers ----
+    std::optional<observe::CarbonTracker> carbon_;
+    std::unique_ptr<observe::TensorBoardWriter> tb_;
+    observe::ThroughputShape flops_shape_;
+    double params_no_embeddings_billions_ = 0;
+    std::optional<train::CurriculumScheduler> curriculum_;
+    std::optional<observe::LossAlertDetector> alerts_;
+    std::optional<observe::AlertCommandRunner> alert_command_;
+
+    // ---- progress ----
+    std::int64_t iteration_ = 0, consumed_ = 0, consumed_tokens_ = 0, consumed_valid_ = 0, skipped_total_ = 0;
+    double gigaflos_no_embeds_ = 0;
+    std::int64_t last_saved_ = -1;
+    IntervalStats interval_;
+    StopInputs stop_inputs_;  // the last agreed ones
+    RunSummary summary_;
+};
+
+}  // namespace mds::trainer

@@ -1,0 +1,366 @@
+// The Trainer's set-up, in the order Megatron's pretrain() does it: flags, launch and communicator,
+// tokenizer and model, resume of the weights, data, optimizer, resume of the rest, observers. The
+// order is part of the behaviour: it is the order of the info lines and of the errors.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "mds/ckpt/ds_optimizer_layout.h"  // ds_partitions_optimizer_states
+#include "mds/train/dry_run.h"  // padded_vocab_size
+#include "mds/train/stop_signals.h"  // install_stop_signal_handlers
+#include "mds/train/train_tokenizer.h"  // load_tokenizer
+#include "mds/util/cli.h"  // mds_version
+#include "mds/util/error.h"
+#include "mds/util/tool.h"  // print_info, print_warning
+#include "trainer_loop.h"
+
+namespace mds::trainer {
+namespace {
+
+// The GPU of a process is its local rank's (modulo the GPUs it sees, for several ranks per GPU).
+c10::Device pick_device(const std::string& name, int local_rank) {
+    if (name == "cpu") return at::kCPU;
+    const bool has_cuda = at::hasCUDA();
+    if (name == "cuda" && !has_cuda) throw UsageError("--device cuda: no CUDA device is available (LibTorch sees none)");
+    if (name != "auto" && name != "cuda") throw UsageError("--device must be auto, cpu or cuda, got " + name);
+    if (!has_cuda) return at::kCPU;
+    const auto gpus = static_cast<int>(std::max<std::size_t>(1, at::getNumGPUs()));
+    return {at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus)};
+}
+
+model::GptConfig model_config(const train::TrainArgs& args, std::int64_t padded_vocab) {
+    const auto& m = args.model;
+    model::GptConfig c;
+    c.num_layers = m.num_layers;
+    c.hidden_size = m.hidden_size;
+    c.ffn_hidden_size = m.ffn_hidden();
+    c.num_attention_heads = m.num_attention_heads;
+    c.seq_length = m.seq_length;
+    c.max_position_embeddings = m.max_positions();
+    c.padded_vocab_size = padded_vocab;
+    c.init_method_std = m.init_method_std;
+    c.layernorm_epsilon = m.layernorm_epsilon;
+    c.hidden_dropout = m.hidden_dropout;
+    c.attention_dropout = m.attention_dropout;
+    if (m.position_embedding_type == "alibi") {
+        c.position_embedding = model::PositionEmbedding::Alibi;
+    } else if (m.position_embedding_type != "absolute") {
+        throw UsageError("--position-embedding-type " + m.position_embedding_type + " is not supported (absolute or alibi)");
+    }
+    c.embed_layernorm = m.embed_layernorm;
+    c.checkpoint_activations = m.checkpoint_activations;
+    c.checkpoint_num_layers = m.checkpoint_num_layers;
+    c.precision = args.optimizer.fp16 ? model::Precision::FP16 : args.optimizer.bf16 ? model::Precision::BF16 : model::Precision::FP32;
+    return c;
+}
+
+// Megatron-DeepSpeed reads the --*-weighted-split-paths-path files while parsing its flags and keeps
+// their groups as the --*-weighted-split-paths values: so does this copy (the checkpoint args too).
+train::TrainArgs with_weighted_split_files(const train::TrainArgs& given) {
+    train::TrainArgs args = given;
+    for (int k = 0; k < 3; ++k) {
+        const auto kk = static_cast<std::size_t>(k);
+        if (args.data.weighted_split_paths_path[kk].empty()) continue;
+        std::string flag = data::weighted_split_flag(k);
+        flag += "-path";
+        args.data.weighted_split_paths[kk] = data::read_weighted_split_paths_file(flag, args.data.weighted_split_paths_path[kk]);
+    }
+    return args;
+}
+
+}  // namespace
+
+void print_line(const std::string& s) {
+    std::fputs(s.c_str(), stdout);
+    if (s.empty() || s.back() != '\n') std::fputc('\n', stdout);
+    std::fflush(stdout);
+}
+
+LossScale::LossScale(const train::TrainArgs& args) {
+    const auto& o = args.optimizer;
+    if (!o.fp16) return;
+    if (args.parallel.deepspeed) {
+        ds_.emplace(optim::deepspeed_loss_scaler_config(o));
+    } else {
+        megatron_.emplace(optim::megatron_grad_scaler_config(o));
+    }
+}
+
+void LossScale::save_to(TrainingProgress& p) const {
+    if (ds_) p.deepspeed_scaler = ds_->state();
+    if (megatron_) p.megatron_scaler = megatron_->state();
+}
+
+void LossScale::load_from(const TrainingProgress& p) {
+    if (ds_ && p.deepspeed_scaler) ds_->load_state(*p.deepspeed_scaler);
+    if (megatron_ && p.megatron_scaler) megatron_->load_state(*p.megatron_scaler);
+}
+
+Trainer::Trainer(const train::TrainArgs& args, const RunOptions& options, Clock::time_point process_start)
+    : args_(with_weighted_split_files(args)), options_(options), process_start_(process_start) {
+    check_args();
+    setup_launch();
+    setup_model();
+    load_weights();
+    setup_data();
+    setup_optimizer();
+    load_state();
+    setup_observers();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::info(const std::string& m) const {
+    if (info_rank_) print_info(m);
+}
+
+void Trainer::check_args() {
+    if (args_.checkpoint.finetune && args_.checkpoint.load.empty()) throw UsageError("--finetune needs --load");
+    world_ = launch_.world_size;
+    tp_size_ = args_.parallel.tensor_model_parallel_size;
+    pp_size_ = args_.parallel.pipeline_model_parallel_size;
+    dp_ = args_.parallel.data_parallel_size;
+    if (tp_size_ * pp_size_ * dp_ != world_)
+        throw UsageError("--tensor-model-parallel-size " + std::to_string(tp_size_) + " x --pipeline-model-parallel-size " +
+                         std::to_string(pp_size_) + " x data-parallel size " + std::to_string(dp_) + " is not the " +
+                         std::to_string(world_) + " processes started (" +
+                         (launch_.source.empty() ? std::string("no launcher") : launch_.source) + ")");
+    weighted_split_ = !args_.data.weighted_split_paths[0].empty();
+    if (args_.data.data_path.empty() && !weighted_split_)
+        throw UsageError("--data-path (or --train-weighted-split-paths / --train-weighted-split-paths-path) is required");
+    if (!weighted_split_) return;
+    for (int k = 0; k < 3; ++k) {
+        const auto kk = static_cast<std::size_t>(k);
+        const std::string& file = args_.data.weighted_split_paths_path[kk];
+        std::string where;
+        if (!file.empty()) {
+            where = "from ";
+            where += file;
+            where += " line 1";
+        }
+        split_groups_[kk] = data::parse_weighted_split_paths(data::weighted_split_flag(k), args_.data.weighted_split_paths[kk], where);
+    }
+}
+
+void Trainer::setup_launch() {
+    train::install_stop_signal_handlers();
+    if (options_.threads > 0) at::set_num_threads(static_cast<int>(options_.threads));
+    device_ = pick_device(options_.device, launch_.local_rank);
+    info_rank_ = launch_.rank == 0;
+    log_rank_ = launch_.rank == world_ - 1;
+    if (world_ == 1) {
+        comm_ = Communicator::single_process();
+        return;
+    }
+    // Several processes: the rendezvous first, so that a rank that cannot join fails before any work.
+    std::string engine = "gloo";
+    CommOptions co;
+    co.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args_.parallel.distributed_timeout_minutes * 60000.0));
+    // As torch.distributed: NCCL between GPUs, Gloo on CPUs (--distributed-backend is about GPUs).
+    if (args_.parallel.distributed_backend == "nccl" && device_.is_cuda()) {
+        if (!nccl_available())
+            throw UsageError("--distributed-backend nccl: this mds-train was built against a LibTorch without CUDA, so it has "
+                             "no NCCL; use --distributed-backend gloo");
+        const auto gpus = static_cast<int>(at::getNumGPUs());
+        if (launch_.local_world_size > gpus)
+            throw UsageError("--distributed-backend nccl: " + std::to_string(launch_.local_world_size) + " ranks on this node (" +
+                             launch_.source + ") share " + std::to_string(gpus) +
+                             " GPU(s), and NCCL needs a GPU of its own per rank; start one rank per GPU, or use "
+                             "--distributed-backend gloo to share GPUs");
+        co.nccl_device = device_;
+        engine = "nccl for CUDA tensors, gloo for host numbers";
+    }
+    comm_ = std::make_unique<Communicator>(
+        launch_, dist::ParallelLayout(world_, static_cast<int>(tp_size_), static_cast<int>(pp_size_)), co);
+    dp_rank_ = comm_->coordinates().dp;
+    pp_rank_ = comm_->coordinates().pp;
+    info("TP " + std::to_string(tp_size_) + " x PP " + std::to_string(pp_size_) + " x DP " + std::to_string(dp_) + " over " +
+         std::to_string(world_) + " processes (" + launch_.launcher + ", rendezvous at " + launch_.master_addr + ":" +
+         std::to_string(launch_.master_port) + ", " + engine + ")");
+    // Tensor parallelism all-reduces activations in every layer: across nodes it runs at the speed of
+    // the network between them (BigScience's rule: TP within a node, PP across nodes).
+    if (info_rank_ && launch_.local_world_size >= 1 && tp_size_ > launch_.local_world_size)
+        print_warning("--tensor-model-parallel-size " + std::to_string(tp_size_) + " spans " +
+                      std::to_string((tp_size_ + launch_.local_world_size - 1) / launch_.local_world_size) + " nodes of " +
+                      std::to_string(launch_.local_world_size) + " ranks (" + launch_.source +
+                      "): tensor parallelism exchanges activations in every layer; keep it within a node and let "
+                      "--pipeline-model-parallel-size span the nodes");
+}
+
+void Trainer::setup_model() {
+    // Tokenizer → padded vocabulary, as Megatron's build_tokenizer.
+    const auto tok = train::load_tokenizer(args_.data);
+    vocab_ = static_cast<std::int64_t>(tok.vocab_size());
+    padded_ = train::padded_vocab_size(vocab_, args_.model, args_.parallel.tensor_model_parallel_size);
+    info(" > padded vocab (size: " + std::to_string(vocab_) + ") with " + std::to_string(padded_ - vocab_) +
+         " dummy tokens (new size: " + std::to_string(padded_) + ")");
+
+    cfg_ = model_config(args_, padded_);
+    at::manual_seed(static_cast<std::uint64_t>(args_.seed) + 100 * static_cast<std::uint64_t>(pp_rank_));  // _set_random_seed
+    if (tp_size_ > 1) {
+        tp_.rank = comm_->coordinates().tp;
+        tp_.size = static_cast<int>(tp_size_);
+        Communicator* c = comm_.get();
+        tp_.all_reduce_sum = [c](at::Tensor& t) { c->all_reduce_sum({t}, Group::Tensor); };
+        tp_.all_reduce_max = [c](at::Tensor& t) { c->all_reduce_max(t, Group::Tensor); };
+    }
+    // This rank's pipeline stage, cut as DeepSpeed cuts GPTModelPipe; its neighbours in the pipeline.
+    stage_ = pipeline_stage(cfg_, static_cast<int>(tp_size_), pp_rank_, static_cast<int>(pp_size_),
+                            args_.parallel.pp_partition_method.value_or("type:transformer"));
+    if (pp_size_ > 1) {
+        const auto pipe = comm_->members(Group::Pipeline);
+        if (!stage_.first()) prev_stage_ = pipe[static_cast<std::size_t>(pp_rank_) - 1];
+        if (!stage_.last()) next_stage_ = pipe[static_cast<std::size_t>(pp_rank_) + 1];
+    }
+    model_ = std::make_unique<model::GptModel>(cfg_, device_, static_cast<std::uint64_t>(args_.seed), tp_, stage_);
+    if (pp_size_ > 1 && comm_->coordinates().dp == 0 && comm_->coordinates().tp == 0)
+        print_info("pipeline stage " + std::to_string(pp_rank_) + ": transformer blocks [" + std::to_string(stage_.first_block) +
+                   ", " + std::to_string(stage_.end_block) + ")" + (stage_.first() ? ", embedding" : "") +
+                   (stage_.last() ? ", final LayerNorm and output layer" : "") + ", " +
+                   std::to_string(model_->parameter_count()) + " parameters on TP rank 0");
+    info(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " + std::to_string(model_->parameter_count()));
+    info("device " + device_.str() + ", " + model::precision_name(cfg_.precision) + ", " + std::to_string(at::get_num_threads()) +
+         " CPU threads");
+}
+
+void Trainer::setup_data() {
+    calculator_.emplace(train::make_num_micro_batches_calculator(args_));
+    mbs_ = args_.optimizer.micro_batch_size;
+    gbs_ = calculator_->global_batch_size();
+    data::NumSamplesOptions num_samples;
+    num_samples.train_samples = args_.length.train_samples;
+    num_samples.train_iters = args_.length.train_iters;
+    num_samples.global_batch_size = gbs_;
+    num_samples.eval_interval = args_.logging.eval_interval;
+    num_samples.eval_iters = args_.logging.eval_iters;
+    if (const auto& r = args_.optimizer.rampup_batch_size)
+        num_samples.rampup_batch_size = std::array<std::int64_t, 3>{r->start_global_batch_size, r->batch_size_increment,
+                                                                    r->ramp_up_samples};
+    auto log = [this](const std::string& m) { info(m); };
+    if (weighted_split_) {
+        data::WeightedSplitOptions wopt;
+        wopt.groups = split_groups_;
+        wopt.seq_length = static_cast<std::int32_t>(cfg_.seq_length);
+        wopt.seed = args_.seed;
+        wopt.num_samples = num_samples;
+        wopt.log = log;
+        const auto& w = weighted_.emplace(wopt);
+        train_iters_ = w.train_iters();
+        train_sample_ = [&w](std::int64_t n) { return w.sample(0, 0, n); };
+        for (int k = 1; k <= 2 && args_.logging.eval_iters > 0; ++k)
+            for (std::size_t g = 0; g < w.groups(k).size(); ++g)
+                (k == 1 ? valid_sets_ : test_sets_)
+                    .push_back({w.groups(k)[g].name, [&w, k, g](std::int64_t n) { return w.sample(k, g, n); }, 0});
+    } else {
+        data::GptDatasetsOptions dopt;
+        dopt.data_path = args_.data.data_path;
+        if (args_.data.split) dopt.split = *args_.data.split;
+        dopt.seq_length = static_cast<std::int32_t>(cfg_.seq_length);
+        dopt.seed = args_.seed;
+        dopt.num_samples = num_samples;
+        dopt.log = log;
+        const auto& d = datasets_.emplace(dopt);
+        train_iters_ = d.summary().train_iters;
+        train_sample_ = [&d](std::int64_t n) { return d.sample(0, n); };
+        for (int k = 1; k <= 2 && args_.logging.eval_iters > 0; ++k)
+            if (d.summary().sizes[static_cast<std::size_t>(k)] > 0)
+                // Megatron-DeepSpeed names Mode 1's sets as groups too: "valid loss at ...", lm-loss-validation/valid/...
+                (k == 1 ? valid_sets_ : test_sets_)
+                    .push_back({std::string(k == 1 ? "valid" : "test"), [&d, k](std::int64_t n) { return d.sample(k, n); }, 0});
+    }
+    do_valid_ = !valid_sets_.empty();
+    do_test_ = !test_sets_.empty();
+}
+
+void Trainer::setup_optimizer() {
+    schedule_.emplace(optim::lr_schedule_params_from_config(args_.optimizer, args_.length.train_iters, args_.length.train_samples, gbs_));
+    // ZeRO stage 1 partitions the optimizer states over data parallelism; so does DeepSpeed's
+    // BF16_Optimizer, which bf16 runs get at ZeRO stage 0 ("it implements its own zero stage 1
+    // equivalent", tr11-176B-ml's ds_config). The optimizer partitions only over more than one rank.
+    const bool partition_states = ckpt::ds_partitions_optimizer_states(args_.parallel.zero_stage, args_.optimizer.bf16);
+    optimizer_ = std::make_unique<AdamOptimizer>(model_->parameters(), args_.optimizer, partition_states ? comm_.get() : nullptr);
+    if (tp_size_ > 1 || pp_size_ > 1) {
+        Communicator* c = comm_.get();
+        std::function<double(double)> tp_sum, pp_sum;
+        if (tp_size_ > 1) tp_sum = [c](double v) { return c->sum(v, Group::Tensor); };
+        if (pp_size_ > 1) pp_sum = [c](double v) { return c->sum(v, Group::Pipeline); };
+        optimizer_->set_model_parallel_sums(tp_sum, pp_sum);
+    }
+    if (optimizer_->partitioned())
+        info(std::string(args_.parallel.zero_stage == 1 ? "ZeRO stage 1" : "BF16 optimizer") +
+             ": each rank holds the optimizer states of about " + std::to_string(optimizer_->state_elements()) + " of " +
+             std::to_string(model_->parameter_count()) + " parameters");
+    // BMD's --sync-tp-duplicated-parameters (MixedFusedLayerNorm's layernorm_tp_auto_sync): the
+    // LayerNorm weights and biases, of which every tensor-parallel rank holds a copy, averaged over
+    // the group before they are used, so that replicas drifting apart (nondeterministic GPU
+    // reductions) are pulled back together. Here once per step and before evaluation: the
+    // parameters only change at the optimizer step, and averaging equal copies changes nothing.
+    if (tp_size_ > 1 && args_.model.sync_tp_duplicated_parameters) {
+        for (auto& p : model_->parameters())
+            if (p.name.find("layernorm") != std::string::npos || p.name.rfind("word_embeddings.norm.", 0) == 0 ||
+                p.layer == model::final_norm_layer_index(cfg_.num_layers))
+                tp_norms_.push_back(p.tensor);
+        info("--sync-tp-duplicated-parameters: " + std::to_string(tp_norms_.size()) +
+             " LayerNorm tensors averaged over the tensor-parallel group before each step");
+    }
+    // The data-parallel gradient all-reduce, started bucket by bucket during the last backward pass.
+    if (dp_ > 1) {
+        // DDP's 25 MiB, or zero_optimization.reduce_bucket_size elements of the gradients' dtype.
+        const std::int64_t element = model_->parameters().front().tensor.element_size();
+        const std::int64_t bucket_bytes =
+            args_.parallel.reduce_bucket_elements ? *args_.parallel.reduce_bucket_elements * element : kGradientBucketBytes;
+        reducer_ = std::make_unique<GradientReducer>(model_->parameters(), *comm_, 1.0 / static_cast<double>(dp_), bucket_bytes);
+        info("data-parallel gradients: " + std::to_string(reducer_->buckets()) + " all-reduce bucket(s) of at most " +
+             std::to_string(bucket_bytes) + " bytes, " +
+             (args_.parallel.overlap_grad_reduce ? "started during the backward pass" : "after the backward pass"));
+    }
+    scaler_ = LossScale(args_);
+}
+
+void Trainer::setup_observers() {
+    // One carbon tracker per node (here: the process) covering its GPUs; CPU and RAM are measured
+    // once per node, never per rank.
+    if (!args_.logging.codecarbon_dir.empty() && launch_.local_rank == 0) {
+        observe::CarbonTrackerConfig cc;
+        // BigScience's codecarbon integration: one file per process that measures.
+        if (world_ > 1) {
+            char name[40];
+            std::snprintf(name, sizeof name, "emissions-%03d.csv", launch_.rank);
+            cc.output_file = name;
+        }
+        cc.output_dir = args_.logging.codecarbon_dir;
+        cc.country_iso_code = options_.country_iso_code;
+        cc.pue = options_.pue;
+        cc.codecarbon_version = "mds-" + std::string(mds_version());
+        // The node's GPUs: those of its local ranks.
+        std::vector<unsigned> gpus;
+        if (device_.is_cuda())
+            for (int i = 0; i < std::min<int>(launch_.local_world_size, static_cast<int>(at::getNumGPUs())); ++i)
+                gpus.push_back(static_cast<unsigned>(i));
+        cc.gpu_indices = gpus;
+        carbon_.emplace(cc);
+        for (const auto& note : carbon_->take_new_notes()) print_info("codecarbon: " + note);
+        print_info("codecarbon: " + carbon_->output_path() + ", " + carbon_->country_name() + " at " +
+                   std::to_string(carbon_->carbon_intensity_g_per_kwh()) + " g/kWh, PUE " + std::to_string(options_.pue));
+    }
+
+    if (!args_.logging.tensorboard_dir.empty() && log_rank_)
+        tb_ = std::make_unique<observe::TensorBoardWriter>(args_.logging.tensorboard_dir);
+
+    flops_shape_.num_layers = cfg_.num_layers;
+    flops_shape_.hidden_size = cfg_.hidden_size;
+    flops_shape_.padded_vocab_size = padded_;
+    flops_shape_.seq_length = cfg_.seq_length;
+    flops_shape_.checkpoint_activations = cfg_.checkpoint_activations;
+    // BMD's per-rank approximation (get_parameters_in_billions on this rank's stage x TP x PP), so that
+    // gigaflos_no_embeds, its TensorBoard axis and the saved args are the real program's.
+    params_no_embeddings_billions_ = megatron_parameters_in_billions_no_embedding(*model_, tp_size_ * pp_size_);
+
+    if (args_.curriculum && args_.curriculum->enabled) curriculum_.emplace(*args_.curriculum);
+    alerts_.emplace(options_.alert);
+    if (!options_.alert_command.empty()) alert_command_.emplace(options_.alert_command);
+}
+
+}  // namespace mds::trainer

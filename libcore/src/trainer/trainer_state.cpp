@@ -1,0 +1,88 @@
+// What a checkpoint holds of the training loop (torchtitan's state_dict / load_state_dict): the
+// resume, in two parts around the optimizer's construction, and the save. The files themselves are
+// checkpoint.h's.
+#include <cstdio>
+#include <filesystem>
+
+#include "mds/util/tool.h"  // print_info, print_warning
+#include "trainer_loop.h"
+
+namespace mds::trainer {
+
+// Resume: weights first (the optimizer's fp32 masters are built from them), then the rest in load_state.
+void Trainer::load_weights() {
+    if (args_.checkpoint.load.empty()) return;
+    loader_ = CheckpointLoader::open(args_, tp_.rank, pp_rank_);
+    if (!loader_) {
+        info("WARNING: could not find the metadata file " + (std::filesystem::path(args_.checkpoint.load) / "latest").string());
+        info("    will not load any checkpoints and will start from random");
+        return;
+    }
+    info(" loading checkpoint from " + args_.checkpoint.load + " at iteration " + std::to_string(loader_->iteration()));
+    loader_->load_weights(*model_);
+}
+
+void Trainer::load_state() {
+    if (loader_ && !args_.checkpoint.finetune) {
+        resumed_ = loader_->progress();
+        if (!args_.checkpoint.no_load_optim) loader_->load_optimizer(*optimizer_, *model_, resumed_);
+        schedule_->load_state(resumed_.lr, optim::lr_checkpoint_policy(args_.optimizer));
+        scaler_.load_from(resumed_);
+        if (!args_.checkpoint.no_load_rng)
+            for (const auto& w : loader_->load_rng(*model_))
+                if (info_rank_) print_warning(w);
+        info("  successfully loaded checkpoint from " + args_.checkpoint.load + " at iteration " +
+             std::to_string(resumed_.iteration) + (args_.checkpoint.no_load_optim ? " (without optimizer states)" : "") +
+             (args_.checkpoint.no_load_rng ? " (without RNG states)" : ""));
+    } else if (loader_) {
+        info("  successfully loaded the weights of " + loader_->directory() + " for fine-tuning from iteration 0");
+    }
+    loader_.reset();
+    // Megatron checks the batch size in force after loading and at every step; the batch-size
+    // ramp-up's later sizes are checked here too, so that a data-parallel size that only some of
+    // them divide stops the run now, not hours into it (tr1-13B resumed its ramp-up on 4x the nodes).
+    calculator_->check_remaining_batch_sizes(resumed_.consumed_train_samples, resumed_.iteration, train_iters_);
+    calculator_->update(resumed_.consumed_train_samples);
+
+    iteration_ = resumed_.iteration;
+    consumed_ = resumed_.consumed_train_samples;
+    consumed_tokens_ = resumed_.consumed_train_tokens;
+    consumed_valid_ = resumed_.consumed_valid_samples;
+    skipped_total_ = resumed_.skipped_steps;
+    gigaflos_no_embeds_ = resumed_.gigaflos_no_embeds;
+    // Every validation set in order; on resume each starts at consumed_valid_samples / their number.
+    for (auto& v : valid_sets_) v.consumed = consumed_valid_ / static_cast<std::int64_t>(valid_sets_.size());
+}
+
+// Checkpoints: Megatron's save_checkpoint_and_time. The carbon tracker writes its row then too,
+// so a job killed after the save has its energy accounted up to it.
+void Trainer::save() {
+    if (args_.checkpoint.save.empty() || iteration_ == last_saved_) return;
+    TrainingProgress p;
+    p.iteration = iteration_;
+    p.consumed_train_samples = consumed_;
+    p.consumed_valid_samples = consumed_valid_;
+    p.consumed_train_tokens = consumed_tokens_;
+    p.gigaflos_no_embeds = gigaflos_no_embeds_;
+    p.skipped_steps = skipped_total_;
+    p.lr = schedule_->state();
+    p.current_lr = schedule_->lr();
+    p.current_weight_decay = schedule_->weight_decay();
+    p.train_iters = train_iters_;
+    p.do_valid = do_valid_;
+    p.do_test = do_test_;
+    scaler_.save_to(p);
+    info("saving checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save);
+    const auto saved = save_checkpoint(args_, vocab_, *model_, *optimizer_, p, comm_.get());
+    last_saved_ = iteration_;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " (%.1f MB in %.2f s)", static_cast<double>(saved.bytes) / 1e6, saved.seconds);
+    info("  successfully saved checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save + buf);
+    if (tb_) tb_->flush();
+    if (carbon_) {
+        carbon_->flush();
+        for (const auto& note : carbon_->take_new_notes()) print_info("codecarbon: " + note);
+    }
+}
+
+}  // namespace mds::trainer

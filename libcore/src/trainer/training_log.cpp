@@ -1,0 +1,107 @@
+// What a training step reports: Megatron-DeepSpeed's training_log — the TensorBoard scalars every
+// --tensorboard-log-interval iterations, the iteration line every --log-interval (print_rank_last),
+// with the codecarbon energy summed over the nodes — and the loss alerts on what the line shows.
+#include <cmath>
+
+#include "mds/observe/log_line.h"  // TrainingLogLine, format_training_log_line
+#include "trainer_loop.h"
+
+namespace mds::trainer {
+
+void Trainer::log_step(const StepOutcome& step) {
+    const double lr = schedule_->lr();
+    const std::optional<double> grad_norm =
+        args_.optimizer.clip_grad > 0 && !step.skipped ? std::optional(step.optimizer.grad_norm) : std::nullopt;
+    const std::optional<double> params_norm = args_.logging.log_params_norm ? std::optional(optimizer_->params_norm()) : std::nullopt;
+    if (tb_ && iteration_ % args_.logging.tensorboard_log_interval == 0) write_step_tensorboard(step, lr, grad_norm, params_norm);
+    if (iteration_ % args_.logging.log_interval == 0) {
+        write_log_line(step, lr, grad_norm, params_norm);
+        interval_ = IntervalStats{};
+    }
+}
+
+void Trainer::write_step_tensorboard(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
+                                     const std::optional<double>& params_norm) {
+    auto& tb = *tb_;
+    auto both = [&](const std::string& tag, double v) {
+        tb.add_scalar(tag, v, iteration_);
+        tb.add_scalar(tag + " vs samples", v, consumed_);
+    };
+    auto three = [&](const std::string& tag, double v) {
+        both(tag, v);
+        tb.add_scalar(tag + " vs tokens", v, consumed_tokens_);
+    };
+    tb.add_scalar("steps-vs-samples/y=steps,x=samples", static_cast<double>(iteration_), consumed_);
+    tb.add_scalar("steps-vs-samples/y=samples,x=steps", static_cast<double>(consumed_), iteration_);
+    tb.add_scalar("steps-vs-tokens/y=steps,x=tokens", static_cast<double>(iteration_), consumed_tokens_);
+    tb.add_scalar("steps-vs-tokens/y=tokens,x=steps", static_cast<double>(consumed_tokens_), iteration_);
+    if (args_.logging.log_learning_rate_to_tensorboard) three("learning-rate/learning-rate", lr);
+    if (args_.logging.log_batch_size_to_tensorboard) both("batch-size/batch-size", static_cast<double>(step.batch_size));
+    three("lm-loss-training/lm loss", step.lm_loss);
+    tb.add_scalar("lm-loss-training/lm loss vs gigaflos (without embeddings)", step.lm_loss,
+                  static_cast<std::int64_t>(gigaflos_no_embeds_));
+    if (scaler_.active() && args_.logging.log_loss_scale_to_tensorboard) three("loss-scale/loss-scale", scaler_.scale());
+    if (grad_norm) three("grad-norm/grad-norm", *grad_norm);
+    if (step.optimizer.num_zeros >= 0) three("num-zeros/num-zeros", static_cast<double>(step.optimizer.num_zeros));
+    if (params_norm) three("params-norm/params-norm", *params_norm);
+    if (curriculum_) tb.add_scalar("curriculum_seqlen", static_cast<double>(step.curriculum_seqlen), iteration_);
+}
+
+void Trainer::write_log_line(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
+                             const std::optional<double>& params_norm) {
+    const std::int64_t total_iters = interval_.advanced + interval_.skipped;
+    const double per_iter = seconds_since(interval_.start) / static_cast<double>(total_iters);
+    flops_shape_.global_batch_size = step.batch_size;
+    flops_shape_.seq_length = step.tokens_per_sample;
+    observe::TrainingLogLine line;
+    line.iteration = iteration_;
+    line.train_iters = train_iters_;
+    line.consumed_samples = consumed_;
+    line.consumed_tokens = consumed_tokens_;
+    line.seconds_per_iteration = per_iter;
+    line.learning_rate = lr;
+    line.global_batch_size = step.batch_size;
+    line.losses = {{"lm loss", interval_.loss_sum / static_cast<double>(std::max<std::int64_t>(1, interval_.advanced))}};
+    if (args_.optimizer.fp16) line.loss_scale = scaler_.scale();
+    line.grad_norm = grad_norm;
+    if (step.optimizer.num_zeros >= 0) line.num_zeros = static_cast<double>(step.optimizer.num_zeros);
+    line.params_norm = params_norm;
+    line.skipped_iterations = interval_.skipped;
+    line.nan_iterations = interval_.nan;
+    line.samples_per_second = static_cast<double>(step.batch_size) / per_iter;
+    line.tflops = observe::tflops_per_gpu(flops_shape_, per_iter, world_);
+    line.tokens_per_second = line.samples_per_second * static_cast<double>(step.tokens_per_sample);
+    if (curriculum_) line.curriculum_seqlen = step.curriculum_seqlen;
+    if (!args_.logging.codecarbon_dir.empty()) {
+        // Energy up to now (not up to the last 15 s tick), summed over the nodes.
+        double kwh = 0, kg = 0;
+        if (carbon_) {
+            carbon_->measure();
+            kwh = carbon_->energy_kwh();
+            kg = carbon_->emissions_kg();
+        }
+        line.energy_kwh = comm_->sum(kwh, Group::World);
+        line.co2_kg = comm_->sum(kg, Group::World);
+    }
+    if (log_rank_) print_line(observe::format_training_log_line(line));
+    // Loss alerts on what the line shows; a NaN/Inf iteration in the interval alerts too.
+    const double shown = interval_.nan > 0 || interval_.advanced == 0 ? std::nan("") : line.losses[0].second;
+    const auto alert = alerts_->observe(iteration_, std::isfinite(step.lm_loss) ? shown : step.lm_loss);
+    if (alert && log_rank_) {
+        print_line(alert->message);
+        if (alert_command_) alert_command_->run(alert->message);
+    }
+    if (tb_ && args_.logging.log_timers_to_tensorboard) {
+        tb_->add_scalar("iteration-time/iteration-time", per_iter, iteration_);
+        tb_->add_scalar("iteration-time/iteration-time vs samples", per_iter, consumed_);
+        tb_->add_scalar("iteration-time/iteration-time vs tokens", per_iter, consumed_tokens_);
+        tb_->add_scalar("iteration-time/samples per second", line.samples_per_second, iteration_);
+        tb_->add_scalar("iteration-time/samples per second per replica", line.samples_per_second, iteration_);
+        tb_->add_scalar("iteration-time/tokens per second", *line.tokens_per_second, iteration_);
+        tb_->add_scalar("iteration-time/tokens per second per replica", *line.tokens_per_second, iteration_);
+        tb_->add_scalar("iteration-time/TFLOPs per gpu (estimated)", line.tflops, iteration_);
+    }
+    if (tb_) tb_->flush();
+}
+
+}  // namespace mds::trainer

@@ -18,8 +18,6 @@ std::int64_t Param::shard_numel() const {
 
 namespace {
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-bool ends_with(const std::string& s, const std::string& e) { return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0; }
 
 const PyValue* present(const PyValue* v) { return v && !v->is_none() ? v : nullptr; }
 
@@ -37,8 +35,8 @@ bool bool_arg(const DsCheckpoint& ck, const char* name) {
 
 // Megatron's weight-decay rule (§5.1): LayerNorm modules' parameters and every `bias` go without.
 bool megatron_weight_decay(const std::string& name, bool final_norm) {
-    if (final_norm || ends_with(name, "bias")) return false;
-    return name.find("layernorm.") == std::string::npos && !starts_with(name, "word_embeddings.norm.");
+    if (final_norm || name.ends_with("bias")) return false;
+    return name.find("layernorm.") == std::string::npos && !name.starts_with("word_embeddings.norm.");
 }
 
 // The parameter → optimizer group map of the source's param_shapes (one OrderedDict per group),
@@ -59,7 +57,7 @@ int param_shape_groups(const DsCheckpoint& ck, const std::string& dir, bool veri
         groups = std::max(groups, static_cast<int>(shapes->as_list().size()));
         for (std::size_t g = 0; g < shapes->as_list().size(); ++g)
             for (const auto& [k, v] : shapes->as_list()[g].ordered_dict_items().items())
-                if (k.type() == PyType::Str && !(s > 0 && starts_with(k.as_str(), "tied_modules."))) group_of[k.as_str()] = static_cast<int>(g);
+                if (k.type() == PyType::Str && !(s > 0 && k.as_str().starts_with("tied_modules."))) group_of[k.as_str()] = static_cast<int>(g);
     }
     return groups;
 }
@@ -210,7 +208,7 @@ SourceParams collect_params(Plan& plan, const ReshapeOptions& o) {
         auto l = ck.open_layer(layer);
         for (const auto& name : l.names()) {
             const std::string ds = ds_param_name(layer, name, embed);
-            if (buffer_set.count(ds) || ends_with(name, "inv_freq")) {
+            if (buffer_set.count(ds) || name.ends_with("inv_freq")) {
                 if (!buffer_set.count(ds)) out.buffers.push_back(ds);
                 continue;
             }
@@ -278,7 +276,7 @@ Stage make_stage(const Plan& plan, const std::vector<PipeSpec>& specs, const std
     // Traversal order: tied_modules.embed first (its LayerNorm only on the first stage, §9), then the numbered layers.
     if (st.info.tied_embedding)
         for (auto i : params_of(embed))
-            if (s == 0 || !starts_with(plan.params[i].name, "word_embeddings.norm.")) st.params.push_back(i);
+            if (s == 0 || !plan.params[i].name.starts_with("word_embeddings.norm.")) st.params.push_back(i);
     for (int layer : st.info.layers)
         if (layer != embed) st.params.insert(st.params.end(), params_of(layer).begin(), params_of(layer).end());
     std::vector<bool> decay;
@@ -290,7 +288,7 @@ Stage make_stage(const Plan& plan, const std::vector<PipeSpec>& specs, const std
     for (const auto& b : sp.buffers) {
         const auto dot = b.find('.');
         const std::string head = b.substr(0, dot);
-        const bool mine = starts_with(b, "tied_modules.") ? st.info.tied_embedding
+        const bool mine = b.starts_with("tied_modules.") ? st.info.tied_embedding
                                                           : std::find(st.info.layers.begin(), st.info.layers.end(), std::atoi(head.c_str())) != st.info.layers.end();
         if (mine) st.buffer_names.push_back(b);
     }

@@ -18,6 +18,7 @@
 
 #include "mds/util/error.h"
 #include "mds/util/safe_paths.h"  // printable
+#include "mds/util/text.h"
 
 namespace mds::hub {
 namespace {
@@ -27,10 +28,6 @@ void curl_init_once() {
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
 
 struct BodySource {
     const HttpRequest* req = nullptr;
@@ -121,7 +118,7 @@ std::size_t write_header(char* p, std::size_t size, std::size_t n, void* user) {
         std::string value = line.substr(colon + 1);
         while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(value.begin());
         while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.pop_back();
-        const std::string name = lower(line.substr(0, colon));
+        const std::string name = to_lower(line.substr(0, colon));
         // A body announced larger than the cap is refused before any of it is read (the answer
         // to a HEAD carries the size of the object instead, and no body).
         if (name == "content-length" && x->req->method != "HEAD") {
@@ -190,7 +187,7 @@ std::string url_for_message(const std::string& url) { return printable(url.subst
 void check_url_allowed(const std::string& url) {
     const auto scheme_end = url.find("://");
     if (scheme_end == std::string::npos) throw UsageError("'" + url + "' is not a URL (expected https://...)");
-    const std::string scheme = lower(url.substr(0, scheme_end));
+    const std::string scheme = to_lower(url.substr(0, scheme_end));
     std::string rest = url.substr(scheme_end + 3);
     const std::string authority = rest.substr(0, rest.find_first_of("/?#"));
     if (authority.find('@') != std::string::npos)
@@ -199,7 +196,7 @@ void check_url_allowed(const std::string& url) {
     if (!host.empty() && host.front() == '[') host = host.substr(0, host.find(']') + 1);
     else host = host.substr(0, host.find(':'));
     if (scheme == "https") return;
-    if (scheme == "http" && is_loopback_host(lower(host))) return;
+    if (scheme == "http" && is_loopback_host(to_lower(host))) return;
     if (scheme == "http")
         throw UsageError("plain http to " + host + " would send the token in the clear; use https (http is allowed on loopback only)");
     throw UsageError("unsupported URL scheme '" + scheme + "' (https, or http on loopback)");

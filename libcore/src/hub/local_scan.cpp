@@ -17,6 +17,7 @@
 #include "mds/util/files.h"
 #include "mds/util/progress.h"
 #include "mds/util/safe_paths.h"  // prepare_output_dir, system_error_message, printable
+#include "mds/util/text.h"
 
 namespace mds::hub::detail {
 namespace {

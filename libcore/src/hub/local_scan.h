@@ -15,14 +15,6 @@
 
 namespace mds::hub::detail {
 
-// Without leading and trailing spaces, tabs and line ends.
-inline std::string trim(std::string_view s) {
-    std::size_t b = 0, e = s.size();
-    while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r' || s[b] == '\n')) ++b;
-    while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r' || s[e - 1] == '\n')) --e;
-    return std::string(s.substr(b, e - b));
-}
-
 struct LocalFile {
     std::string rel;          // relative to local_dir, '/'-separated
     std::string remote_path;  // in the repository, or the object key

@@ -1,5 +1,6 @@
 // The retry policy of the Hub client (retry.h).
 #include "mds/hub/retry.h"
+#include "mds/util/text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,15 +12,9 @@
 namespace mds::hub {
 namespace {
 
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 const std::string* header(const std::map<std::string, std::string>& headers, std::string_view name) {
     for (const auto& [k, v] : headers)
-        if (lower(k) == lower(name)) return &v;
+        if (to_lower(k) == to_lower(name)) return &v;
     return nullptr;
 }
 

@@ -16,16 +16,12 @@
 #include "mds/hub/xml.h"
 #include "mds/util/files.h"
 #include "mds/util/safe_paths.h"  // printable
+#include "mds/util/text.h"
 
 namespace mds::hub {
 namespace {
 
-using detail::trim;
 
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
 
 // A header value as SigV4 canonicalises it: trimmed, runs of spaces made one.
 std::string canonical_value(std::string_view v) {
@@ -107,7 +103,7 @@ std::map<std::string, std::map<std::string, std::string>> read_ini(const std::st
             if (raw[0] == ' ' || raw[0] == '\t') continue;  // inside a nested value (s3 =\n  key = value)
             throw UsageError(path + ":" + std::to_string(line_no) + ": expected key = value");
         }
-        if (!section.empty()) out[section][lower(trim(line.substr(0, eq)))] = trim(line.substr(eq + 1));
+        if (!section.empty()) out[section][to_lower(trim(line.substr(0, eq)))] = trim(line.substr(eq + 1));
     }
     return out;
 }
@@ -239,7 +235,7 @@ SigV4Output sigv4_sign(const SigV4Input& in, const S3Credentials& cred, const st
     const std::string day = amz_date.substr(0, 8);
     std::map<std::string, std::string> headers;  // lower-case name → canonical value (sorted)
     for (const auto& [k, v] : in.headers) {
-        const std::string name = lower(trim(k));
+        const std::string name = to_lower(trim(k));
         const std::string value = canonical_value(v);
         auto [it, fresh] = headers.emplace(name, value);
         if (!fresh) it->second += "," + value;
@@ -331,7 +327,7 @@ S3Settings find_s3_settings(const std::string& endpoint_flag, const std::string&
     while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
     check_url_allowed(endpoint);
     const auto scheme_end = endpoint.find("://");
-    const std::string authority = lower(endpoint.substr(scheme_end + 3));
+    const std::string authority = to_lower(endpoint.substr(scheme_end + 3));
     // host[:port] or [v6]:port, nothing else: the Host header is signed as written here.
     const std::size_t host_end = authority.empty() || authority[0] != '[' ? authority.find(':') : authority.find(']') + 1;
     const std::string host = authority.substr(0, host_end), port = host_end < authority.size() ? authority.substr(host_end) : "";
@@ -342,7 +338,7 @@ S3Settings find_s3_settings(const std::string& endpoint_flag, const std::string&
                                           std::all_of(port.begin() + 1, port.end(), [](char c) { return c >= '0' && c <= '9'; }));
     if (!host_ok || !port_ok)
         throw UsageError("the S3 endpoint '" + endpoint + "' must be scheme://host[:port], without a path");
-    s.endpoint = lower(endpoint.substr(0, scheme_end)) + "://" + authority;
+    s.endpoint = to_lower(endpoint.substr(0, scheme_end)) + "://" + authority;
     return s;
 }
 

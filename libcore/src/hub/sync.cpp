@@ -21,12 +21,13 @@
 #include "mds/util/error.h"
 #include "mds/util/files.h"
 #include "mds/util/parallel.h"
+#include "mds/util/text.h"
 
 namespace mds::hub {
 namespace {
 
 using detail::LocalFile;
-using detail::trim;
+using mds::trim;
 
 constexpr std::uint64_t kMaxTokenFileBytes = 64 << 10;
 // Regular (non-LFS) files travel base64-encoded inside the commit: the Hub takes them up to 10 MB.

@@ -11,6 +11,7 @@
 #include "mds/ckpt/ds_checkpoint.h"  // list_ds_tags
 #include "mds/ckpt/ds_layout.h"     // parse_ds_tag
 #include "mds/ckpt/to_hf.h"
+#include "mds/flags/flag_table.h"  // add_table_flags: --vocab-file, --merge-file
 #include "mds/util/cli.h"
 #include "mds/util/error.h"
 #include "mds/util/progress.h"
@@ -74,10 +75,13 @@ int main(int argc, char** argv) {
         app.add_option("--model-type", model_type, "auto (BLOOM for ALiBi, else GPT2; with an embedding LayerNorm, GPT2 with an untied lm_head), gpt2 or bloom")
             ->check(CLI::IsMember({"auto", "gpt2", "bloom"}));
         app.add_option("--max-shard-size", max_shard, "Largest safetensors file, e.g. 5GB, 500MB, 2GiB (default 5GB)");
-        app.add_option("--vocab-file", opt.vocab_file,
-                       "GPT-2 vocab.json to include (default: args.vocab_file, looked for from here and from the checkpoint's folders up)");
-        app.add_option("--merge-file", opt.merge_file,
-                       "GPT-2 merges.txt to include (default: args.merge_file, looked for from here and from the checkpoint's folders up)");
+        // Megatron's --vocab-file / --merge-file, declared by mds-train's flag table; the help says what they mean here.
+        mds::flags::TrainArgs megatron;
+        mds::flags::add_table_flags(app, megatron, mds::flags::kToolCkptToHf);
+        app.get_option("--vocab-file")->description("GPT-2 vocab.json to include (default: args.vocab_file, looked for from here and "
+                                                    "from the checkpoint's folders up)")->group("");
+        app.get_option("--merge-file")->description("GPT-2 merges.txt to include (default: args.merge_file, looked for from here and "
+                                                    "from the checkpoint's folders up)")->group("");
         app.add_option("--tokenizer-dir", opt.tokenizer_dir, "Copy the files of this tokenizer folder instead (e.g. tokenizer.json)");
         app.add_flag("--no-tokenizer", opt.no_tokenizer, "Write no tokenizer files (weights and config.json only), without a warning");
         app.add_flag("--overwrite", opt.overwrite, "Replace an earlier export (a folder holding config.json)");
@@ -91,6 +95,8 @@ int main(int argc, char** argv) {
                                                  : mds::ckpt::HfModelType::Auto;
         opt.max_shard_bytes = parse_shard_size(max_shard);
         opt.verify = !no_verify;
+        opt.vocab_file = megatron.data.vocab_file;
+        opt.merge_file = megatron.data.merge_file;
         if (opt.no_tokenizer && (!opt.tokenizer_dir.empty() || !opt.vocab_file.empty() || !opt.merge_file.empty()))
             throw mds::UsageError("--no-tokenizer and --tokenizer-dir / --vocab-file / --merge-file exclude each other");
         if (!progress.quiet) opt.note = [](const std::string& m) { mds::print_info(m); };

@@ -10,6 +10,7 @@
 
 #include "mds/data/indexed_dataset_builder.h"  // merge_datasets
 #include "mds/data/preprocess.h"
+#include "mds/flags/flag_table.h"  // add_table_flags: the tokenizer flags
 #include "mds/util/cli.h"
 #include "mds/util/error.h"
 #include "mds/util/json_line.h"  // add_max_document_bytes_flag
@@ -49,10 +50,9 @@ int main(int argc, char** argv) {
     return mds::run_tool("mds-preprocess", [&]() -> int {
         mds::data::PreprocessOptions opt;
         std::vector<std::string> datasets;
-        std::string tokenizer_type, dataset_impl = "mmap";
+        std::string dataset_impl = "mmap";
         mds::ProgressFlags progress;
         bool json = false, split_sentences = false;
-        int make_vocab_divisible = 128;
 
         CLI::App app{"Tokenize jsonl documents into a Megatron indexed dataset ({prefix}_{key}_document.bin/.idx),\n"
                      "byte-identical to Megatron-DeepSpeed's tools/preprocess_data.py; or merge datasets (--datasets).",
@@ -70,20 +70,25 @@ int main(int argc, char** argv) {
         app.add_option("--dataset-impl", dataset_impl, "Dataset format; only mmap is written")
             ->check(CLI::IsMember({"mmap"}))->default_str("mmap");
         app.option_defaults()->group("Tokenizer");
-        app.add_option("--tokenizer-type", tokenizer_type, "GPT2BPETokenizer (with --vocab-file/--merge-file) or "
-                                                           "PretrainedFromHF (with --tokenizer-file); inferred when omitted")
-            ->check(CLI::IsMember({"GPT2BPETokenizer", "PretrainedFromHF"}));
-        app.add_option("--vocab-file,--vocab", opt.vocab_file, "GPT-2 vocabulary (gpt2-vocab.json)")->type_name("FILE");
-        app.add_option("--merge-file", opt.merge_file, "GPT-2 merges (gpt2-merges.txt)")->type_name("FILE");
-        app.add_option("--tokenizer-file,--tokenizer-name-or-path", opt.tokenizer_file,
-                       "Hugging Face tokenizer.json with a byte-level BPE model (BLOOM's, GPT-2's), a folder holding one, or a "
-                       "Hub name (ORG/NAME) in the local Hugging Face cache")->type_name("FILE");
+        // The tokenizer flags mds-train takes too, declared by the flag table (names, parsing, choices);
+        // the help says what they mean here.
+        mds::flags::TrainArgs megatron;
+        mds::flags::add_table_flags(app, megatron, mds::flags::kToolPreprocess);
+        const auto shared = [&app](const char* name, const std::string& help) {
+            return app.get_option(name)->description(help)->group("Tokenizer");
+        };
+        shared("--tokenizer-type", "GPT2BPETokenizer (with --vocab-file/--merge-file) or PretrainedFromHF (with "
+                                   "--tokenizer-file); inferred when omitted");
+        shared("--vocab-file", "GPT-2 vocabulary (gpt2-vocab.json)")->type_name("FILE");
+        shared("--merge-file", "GPT-2 merges (gpt2-merges.txt)")->type_name("FILE");
+        shared("--tokenizer-file", "Hugging Face tokenizer.json with a byte-level BPE model (BLOOM's, GPT-2's), a folder "
+                                   "holding one, or a Hub name (ORG/NAME) in the local Hugging Face cache")
+            ->type_name("FILE");
         app.add_option("--eod-token", opt.eod_token, "End-of-document token for --append-eod (default <|endoftext|>, "
                                                      "or </s> for tokenizer.json files that have it)")->type_name("TOKEN");
         app.add_flag("--append-eod", opt.append_eod, "Append the end-of-document token to every non-empty document");
-        app.add_option("--make-vocab-size-divisible-by", make_vocab_divisible,
-                       "Accepted for Megatron compatibility; does not change the output")->default_str("128")
-            ->check(mds::number_in(1, 1 << 30));
+        shared("--make-vocab-size-divisible-by", "Accepted for Megatron compatibility; does not change the output")
+            ->default_str("128")->check(mds::number_in(1, 1 << 30));
         app.add_flag("--split-sentences", split_sentences, "Not supported (needs NLTK punkt); an error if given");
         app.option_defaults()->group("Execution");
         app.add_option("--workers", opt.workers, "Tokenizing threads; the output does not depend on it")
@@ -94,6 +99,10 @@ int main(int argc, char** argv) {
         mds::add_json_flag(app, json);
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
 
+        const std::string tokenizer_type = megatron.data.tokenizer_type.value_or("");
+        opt.vocab_file = megatron.data.vocab_file;
+        opt.merge_file = megatron.data.merge_file;
+        opt.tokenizer_file = megatron.data.tokenizer_name_or_path;
         if (split_sentences)
             throw mds::UsageError("--split-sentences is not supported: mds writes one sequence per document");
         if (tokenizer_type == "GPT2BPETokenizer" && !opt.tokenizer_file.empty())

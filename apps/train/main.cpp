@@ -10,24 +10,24 @@
 #include "mds/data/gpt_dataset_index.h"  // parse_split
 #include "mds/dist/launch.h"
 #include "mds/observe/loss_alert.h"
-#include "mds/train/dry_run.h"
-#include "mds/train/flag_table.h"  // flags_markdown
-#include "mds/train/output_checks.h"
-#include "mds/train/train_args.h"
-#include "mds/train/train_tokenizer.h"
+#include "mds/flags/dry_run.h"
+#include "mds/flags/flag_table.h"  // flags_markdown
+#include "mds/flags/output_checks.h"
+#include "mds/flags/train_args.h"
+#include "mds/flags/train_tokenizer.h"
 #include "mds/trainer/trainer.h"
 #include "mds/util/cli.h"
 #include "mds/util/tool.h"
 
 int main(int argc, char** argv) {
     return mds::run_tool("mds-train", [&]() -> int {
-        mds::train::TrainArgs args;
+        mds::flags::TrainArgs args;
         mds::trainer::RunOptions run;
         CLI::App app{"Pre-train a GPT or BLOOM model with Megatron-DeepSpeed's flags, log lines and TensorBoard tags.\n"
                      "A tr1-13B / tr11-176B slurm script ports by replacing `python pretrain_gpt.py` with mds-train.",
                      "mds-train"};
         mds::add_version_flag(app, "mds-train");
-        mds::train::add_train_flags(app, args);
+        mds::flags::add_train_flags(app, args);
         auto* g = "mds (not Megatron flags)";
         app.add_option("--device", run.device, "Where to train: auto (the GPU when LibTorch sees one), cpu or cuda")
             ->default_str("auto")->group(g);
@@ -38,9 +38,9 @@ int main(int argc, char** argv) {
         app.add_option("--pue", run.pue, "Power usage effectiveness of the data centre (energy multiplier)")
             ->default_str("1.0")->check(mds::number_in(1.0, 10.0))->group(g);
         mds::observe::add_loss_alert_flags(app, run.alert, run.alert_command);
-        mds::train::DryRunOptions dry;
+        mds::flags::DryRunOptions dry;
         bool json = false;
-        mds::train::add_dry_run_flags(app, dry);
+        mds::flags::add_dry_run_flags(app, dry);
         mds::add_json_flag(app, json);
         // Hidden: prints docs/mds-train.md's flag tables (tests/integration/test_train_flags_doc.sh).
         bool print_flags_markdown = false;
@@ -48,24 +48,24 @@ int main(int argc, char** argv) {
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;
         if (print_flags_markdown) {
             const auto markdown =
-                mds::train::flags_markdown(app, {{"--pue", "(1 to 10)"}, {"--json", "(with --dry-run: the report)"}});
+                mds::flags::flags_markdown(app, {{"--pue", "(1 to 10)"}, {"--json", "(with --dry-run: the report)"}});
             std::fputs(markdown.c_str(), stdout);
             return 0;
         }
 
         run.launch = mds::dist::detect_launch();
         if (run.launch.launcher != "none") args.parallel.world_size = run.launch.world_size;
-        for (const auto& w : mds::train::resolve_train_args(args)) mds::print_warning(w);
+        for (const auto& w : mds::flags::resolve_train_args(args)) mds::print_warning(w);
         if (args.data.split) (void)mds::data::parse_split(*args.data.split);  // "100,-50,50": usage error now
         if (dry.enabled) {
-            if (!dry.vocab_size) dry.vocab_size = static_cast<std::int64_t>(mds::train::load_tokenizer(args.data).vocab_size());
-            const auto report = mds::train::plan_dry_run(args, dry);
-            std::fputs(json ? (mds::train::dry_run_json(report).dump() + "\n").c_str() : mds::train::format_dry_run(report).c_str(),
+            if (!dry.vocab_size) dry.vocab_size = static_cast<std::int64_t>(mds::flags::load_tokenizer(args.data).vocab_size());
+            const auto report = mds::flags::plan_dry_run(args, dry);
+            std::fputs(json ? (mds::flags::dry_run_json(report).dump() + "\n").c_str() : mds::flags::format_dry_run(report).c_str(),
                        stdout);
             return 0;
         }
         // Every folder this rank will write, before the rendezvous and hours of training.
-        mds::train::check_output_folders(args, run.launch.rank, run.launch.world_size, run.launch.local_rank);
+        mds::flags::check_output_folders(args, run.launch.rank, run.launch.world_size, run.launch.local_rank);
         const auto summary = mds::trainer::run_training(args, run);
         mds::print_info("stopped (" + summary.exit_reason + ") after " + std::to_string(summary.iterations) +
                         " iterations, " + std::to_string(summary.consumed_samples) + " samples");

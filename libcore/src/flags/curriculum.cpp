@@ -1,5 +1,5 @@
 // DeepSpeed's curriculum scheduler and Megatron-DeepSpeed's use of it (curriculum.h).
-#include "mds/train/curriculum.h"
+#include "mds/flags/curriculum.h"
 
 #include <algorithm>
 #include <cassert>
@@ -8,7 +8,7 @@
 
 #include "mds/util/error.h"
 
-namespace mds::train {
+namespace mds::flags {
 namespace {
 
 std::string text(std::int64_t v) { return std::to_string(v); }
@@ -101,4 +101,4 @@ CurriculumStep curriculum_step(CurriculumScheduler& scheduler, std::int64_t comp
     return step;
 }
 
-}  // namespace mds::train
+}  // namespace mds::flags

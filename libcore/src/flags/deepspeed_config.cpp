@@ -1,4 +1,4 @@
-#include "mds/train/deepspeed_config.h"
+#include "mds/flags/deepspeed_config.h"
 
 #include <cerrno>
 #include <fstream>
@@ -7,10 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mds/train/curriculum.h"  // find_curriculum_config_problem
+#include "mds/flags/curriculum.h"  // find_curriculum_config_problem
 #include "mds/util/error.h"
 
-namespace mds::train {
+namespace mds::flags {
 namespace {
 
 using nlohmann::json;
@@ -192,4 +192,4 @@ DeepSpeedConfig read_deepspeed_config(const std::filesystem::path& path) {
     return parse_deepspeed_config(text.str(), path.string());
 }
 
-}  // namespace mds::train
+}  // namespace mds::flags

@@ -1,5 +1,5 @@
 // mds-train --dry-run (dry_run.h): parameter count, memory per GPU, training days.
-#include "mds/train/dry_run.h"
+#include "mds/flags/dry_run.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,10 +14,10 @@
 #include "mds/ckpt/partition.h"         // gpt_stage_cuts, gpt_shard_parameters
 #include "mds/observe/flops.h"          // parameter_count, flops_per_iteration
 #include "mds/optim/batch_size_rampup.h"  // NumMicroBatchesCalculator
-#include "mds/train/curriculum.h"       // CurriculumScheduler, curriculum_step
+#include "mds/flags/curriculum.h"       // CurriculumScheduler, curriculum_step
 #include "mds/util/error.h"
 
-namespace mds::train {
+namespace mds::flags {
 namespace {
 
 [[noreturn]] void usage(const std::string& what) { throw UsageError(what); }
@@ -569,4 +569,4 @@ nlohmann::json dry_run_json(const DryRunReport& r) {
     };
 }
 
-}  // namespace mds::train
+}  // namespace mds::flags

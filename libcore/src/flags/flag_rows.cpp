@@ -1,11 +1,11 @@
-// The rows of mds-train's flag table (mds/train/flag_table.h): Megatron-DeepSpeed's flags as BigScience's
+// The rows of mds-train's flag table (mds/flags/flag_table.h): Megatron-DeepSpeed's flags as BigScience's
 // fork declares them (megatron/arguments.py, DeepSpeed's add_config_arguments), in mds-train's help order,
 // then the BMD flags mds-train does not declare yet (their Namespace attributes only). `bmd_value` is
 // the attribute's value after BMD's parse_args when the flag is not given (Python source); the
 // checkpoint writes it for Fixed rows, so it must stay what BMD writes.
 #include "flag_rows.h"
 
-namespace mds::train {
+namespace mds::flags {
 namespace {
 
 // Where TrainArgs keeps a flag: a captureless function, so a row stays a plain value.
@@ -114,7 +114,7 @@ void data_rows(std::vector<FlagRow>& t) {
                  .help = "File with --test-weighted-split-paths' groups on one line, each double-quoted",
                  .key = "test_weighted_split_paths_path", .bmd_value = "None", .py = PyForm::Fixed,
                  .slot = MDS_SLOT(data.weighted_split_paths_path[2])});
-    t.push_back({.names = "--vocab-file", .group = g, .help = "GPT-2 vocab.json", .key = "vocab_file",
+    t.push_back({.names = "--vocab-file,--vocab", .group = g, .help = "GPT-2 vocab.json", .key = "vocab_file",
                  .bmd_value = "None", .slot = MDS_SLOT(data.vocab_file),
                  .tools = kToolTrain | kToolPreprocess | kToolCkptToHf});
     t.push_back({.names = "--merge-file", .group = g, .help = "GPT-2 merges.txt", .key = "merge_file",
@@ -124,7 +124,7 @@ void data_rows(std::vector<FlagRow>& t) {
                  .key = "tokenizer_type", .bmd_value = "None", .py = PyForm::Derived,
                  .slot = MDS_SLOT(data.tokenizer_type), .choices = {"GPT2BPETokenizer", "PretrainedFromHF"},
                  .tools = kToolTrain | kToolPreprocess});
-    t.push_back({.names = "--tokenizer-name-or-path", .group = g,
+    t.push_back({.names = "--tokenizer-name-or-path,--tokenizer-file", .group = g,
                  .help = "Hugging Face tokenizer for PretrainedFromHF: a tokenizer.json, a folder holding one, or a "
                          "Hub name (ORG/NAME) in the local Hugging Face cache", .key = "tokenizer_name_or_path",
                  .bmd_value = "None", .slot = MDS_SLOT(data.tokenizer_name_or_path),
@@ -621,4 +621,4 @@ std::vector<FlagRow> megatron_flag_rows() {
     return t;
 }
 
-}  // namespace mds::train
+}  // namespace mds::flags

@@ -1,4 +1,4 @@
-#include "mds/train/flag_table.h"
+#include "mds/flags/flag_table.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,7 +12,7 @@
 #include "flag_rows.h"
 #include "mds/util/error.h"
 
-namespace mds::train {
+namespace mds::flags {
 
 std::string format_number(double v) {
     std::ostringstream out;
@@ -284,4 +284,4 @@ std::string flags_markdown(const CLI::App& app, const std::vector<std::pair<std:
     return out;
 }
 
-}  // namespace mds::train
+}  // namespace mds::flags

@@ -1,8 +1,8 @@
-#include "mds/train/output_checks.h"
+#include "mds/flags/output_checks.h"
 
 #include "mds/util/safe_paths.h"  // check_output_dir
 
-namespace mds::train {
+namespace mds::flags {
 
 std::vector<OutputFolder> output_folders(const TrainArgs& args, int rank, int world_size, int local_rank) {
     std::vector<OutputFolder> out;
@@ -18,4 +18,4 @@ void check_output_folders(const TrainArgs& args, int rank, int world_size, int l
     for (const auto& f : output_folders(args, rank, world_size, local_rank)) check_output_dir(f.path, f.flag + " folder");
 }
 
-}  // namespace mds::train
+}  // namespace mds::flags

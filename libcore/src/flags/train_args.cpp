@@ -1,12 +1,12 @@
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 
 #include <cmath>
 
 #include "flag_rows.h"  // format_number
-#include "mds/train/flag_table.h"
+#include "mds/flags/flag_table.h"
 #include "mds/util/error.h"
 
-namespace mds::train {
+namespace mds::flags {
 namespace {
 
 [[noreturn]] void usage(const std::string& what) { throw UsageError(what); }
@@ -295,4 +295,4 @@ optim::NumMicroBatchesCalculator make_num_micro_batches_calculator(const TrainAr
                                             o.rampup_batch_size);
 }
 
-}  // namespace mds::train
+}  // namespace mds::flags

@@ -1,9 +1,9 @@
-#include "mds/train/train_tokenizer.h"
+#include "mds/flags/train_tokenizer.h"
 
 #include "mds/tokenizer/hf_name.h"
 #include "mds/util/error.h"
 
-namespace mds::train {
+namespace mds::flags {
 
 tok::Tokenizer load_tokenizer(const DataArgs& d) {
     const std::string type = d.tokenizer_type.value_or("GPT2BPETokenizer");
@@ -20,4 +20,4 @@ tok::Tokenizer load_tokenizer(const DataArgs& d) {
     throw UsageError("--tokenizer-type " + type + " is not supported (GPT2BPETokenizer or PretrainedFromHF)");
 }
 
-}  // namespace mds::train
+}  // namespace mds::flags

@@ -29,7 +29,7 @@ namespace {
 // at the end of the stage every rank learns whether any rank failed.
 class SaveBarrier {
 public:
-    SaveBarrier(const train::TrainArgs& args, Communicator* comm, const std::string& directory)
+    SaveBarrier(const flags::TrainArgs& args, Communicator* comm, const std::string& directory)
         : args_(args), comm_(comm), directory_(directory) {}
 
     // Runs `work` unless this rank already failed; a failure is kept for the next agree().
@@ -56,7 +56,7 @@ public:
     }
 
 private:
-    const train::TrainArgs& args_;
+    const flags::TrainArgs& args_;
     Communicator* comm_;
     const std::string& directory_;
     std::string error_;
@@ -103,7 +103,7 @@ void publish_folder(const fs::path& root, const fs::path& tmp, CheckpointSaveInf
 // This rank's files: data-parallel rank 0 of each model-parallel (TP x PP) shard writes its layers
 // and mp_rank file, every rank its optimizer partition. The tied module and its partition are
 // collectives: every rank takes part, before any file is written.
-void write_rank_files(SaveBarrier& barrier, const fs::path& tmp, const train::TrainArgs& args, std::int64_t original_vocab_size,
+void write_rank_files(SaveBarrier& barrier, const fs::path& tmp, const flags::TrainArgs& args, std::int64_t original_vocab_size,
                       const model::GptModel& model, const AdamOptimizer& optimizer, const TrainingProgress& progress,
                       Communicator* comm) {
     const int dp = comm ? static_cast<int>(comm->members(Group::Data).size()) : 1;
@@ -133,7 +133,7 @@ void write_rank_files(SaveBarrier& barrier, const fs::path& tmp, const train::Tr
 
 }  // namespace
 
-CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t original_vocab_size,
+CheckpointSaveInfo save_checkpoint(const flags::TrainArgs& args, std::int64_t original_vocab_size,
                                    const model::GptModel& model, const AdamOptimizer& optimizer,
                                    const TrainingProgress& progress, Communicator* comm) {
     const auto start = std::chrono::steady_clock::now();

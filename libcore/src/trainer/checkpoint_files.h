@@ -19,7 +19,7 @@
 #include "mds/ckpt/pickle.h"
 #include "mds/ckpt/torch_file.h"
 #include "mds/model/gpt_model.h"
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 #include "mds/trainer/checkpoint.h"
 #include "mds/trainer/optimizer.h"
 
@@ -93,19 +93,19 @@ int model_parallel_rank(const model::GptModel& model);
 // layer_XX-model_TT-model_states.pt for every layer of this stage and tensor-parallel rank.
 void write_layer_files(const std::string& dir, const model::GptModel& model);
 // mp_rank_MM_model_states.pt: DeepSpeed's engine keys, then Megatron's client state.
-void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std::int64_t original_vocab,
+void write_mp_rank_file(const std::string& path, const flags::TrainArgs& a, std::int64_t original_vocab,
                         const model::GptModel& model, const TrainingProgress& p, const TiedModule& tied);
 // The optimizer file of one data-parallel rank: BF16_Optimizer.state_dict() (bf16) or
 // DeepSpeedZeroOptimizer's (stage 1), holding that rank's partition of each flat group; fragment
 // addresses are relative to the partition, and the last partition carries the group's padding.
-void write_optimizer_file(const std::string& path, const train::TrainArgs& a, const std::vector<model::Parameter>& params,
+void write_optimizer_file(const std::string& path, const flags::TrainArgs& a, const std::vector<model::Parameter>& params,
                           const AdamOptimizer& opt, const StatePartition& part, const TrainingProgress& p);
 
 // ---- RNG states (rng_state.cpp) ------------------------------------------------------------------------
 
 // Sets Megatron's RNG keys of the mp_rank file: random_rng_state, np_rng_state, torch_rng_state,
 // cuda_rng_state, rng_tracker_states.
-void set_rng_states(ckpt::PyDict& root, FileBuilder& file, const train::TrainArgs& a, const model::GptModel& model);
+void set_rng_states(ckpt::PyDict& root, FileBuilder& file, const flags::TrainArgs& a, const model::GptModel& model);
 // CheckpointLoader::load_rng from the mp_rank file `mp_rank`.
 std::vector<std::string> restore_rng_states(const ckpt::TorchFile& mp_rank, const model::GptModel& model);
 

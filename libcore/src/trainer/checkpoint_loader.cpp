@@ -31,7 +31,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 // Megatron's check_checkpoint_args, for the values mds-train's flags set.
-void check_checkpoint_args(const ckpt::TorchFile& mp_rank, const train::TrainArgs& args) {
+void check_checkpoint_args(const ckpt::TorchFile& mp_rank, const flags::TrainArgs& args) {
     const auto& r = mp_rank.root();
     const std::string file = mp_rank.path();
     if (r.type() != ckpt::PyType::Dict) throw Error(file + ": expected a dict at the top");
@@ -51,7 +51,7 @@ void check_checkpoint_args(const ckpt::TorchFile& mp_rank, const train::TrainArg
 }  // namespace
 
 struct CheckpointLoader::Impl {
-    const train::TrainArgs* args = nullptr;
+    const flags::TrainArgs* args = nullptr;
     fs::path dir;
     std::string dir_text;
     std::unique_ptr<ckpt::TorchFile> mp_rank;  // this model-parallel rank's
@@ -62,7 +62,7 @@ struct CheckpointLoader::Impl {
 CheckpointLoader::CheckpointLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CheckpointLoader::~CheckpointLoader() = default;
 
-std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const train::TrainArgs& args, int tp_rank, int pp_rank) {
+std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const flags::TrainArgs& args, int tp_rank, int pp_rank) {
     const std::string& root = args.checkpoint.load;
     // Megatron-DeepSpeed (DeepSpeed's load_checkpoint) warns and starts from scratch when there is no
     // `latest` file, a missing folder included: the first launch of a job chain.
@@ -296,7 +296,7 @@ WholeStates whole_states(const OptimizerPartitions& parts, const std::vector<std
 
 // The fp16 loss scaler of an fp16 run: Megatron's own state when mds wrote it, else DeepSpeed's
 // scaler object (`file`: where the optimizer_state_dict `osd` is).
-void load_loss_scaler(const PyValue& osd, const std::string& file, const train::TrainArgs& a, TrainingProgress& progress) {
+void load_loss_scaler(const PyValue& osd, const std::string& file, const flags::TrainArgs& a, TrainingProgress& progress) {
     if (const auto* gs = osd.find("grad_scaler"); gs && !a.parallel.deepspeed) {
         optim::MegatronGradScaler::State st;
         st.scale = static_cast<float>(number(gs->get("scale")));

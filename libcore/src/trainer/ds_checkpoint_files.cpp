@@ -92,7 +92,7 @@ PyValue lr_scheduler_state(const optim::LrScheduleState& s) {
     return d;
 }
 
-PyValue deepspeed_loss_scaler(const train::TrainArgs& a, const TrainingProgress& p) {
+PyValue deepspeed_loss_scaler(const flags::TrainArgs& a, const TrainingProgress& p) {
     auto d = PyValue::dict();
     auto& m = d.as_dict();
     if (p.deepspeed_scaler || p.megatron_scaler) {
@@ -127,7 +127,7 @@ PyValue deepspeed_loss_scaler(const train::TrainArgs& a, const TrainingProgress&
 namespace {
 
 // BMD's parameter group `g` as the base optimizer (apex FusedAdam) saves it.
-PyValue adam_param_group(const train::TrainArgs& a, const FlatGroup& grp, std::size_t g, const AdamOptimizer& opt,
+PyValue adam_param_group(const flags::TrainArgs& a, const FlatGroup& grp, std::size_t g, const AdamOptimizer& opt,
                          const TrainingProgress& p) {
     auto pg = PyValue::dict();
     auto& pm = pg.as_dict();
@@ -165,7 +165,7 @@ PyValue megatron_grad_scaler(const optim::MegatronGradScaler::State& s) {
 
 }  // namespace
 
-void write_optimizer_file(const std::string& path, const train::TrainArgs& a, const std::vector<model::Parameter>& params,
+void write_optimizer_file(const std::string& path, const flags::TrainArgs& a, const std::vector<model::Parameter>& params,
                           const AdamOptimizer& opt, const StatePartition& part, const TrainingProgress& p) {
     FileBuilder file(path);
     const bool bf16 = a.optimizer.bf16;
@@ -229,7 +229,7 @@ int model_parallel_rank(const model::GptModel& model) {
 namespace {
 
 // DeepSpeed's keys (engine._save_checkpoint), pipeline engine: the weights are in the layer files.
-void set_deepspeed_keys(ckpt::PyDict& r, const train::TrainArgs& a, const TrainingProgress& p,
+void set_deepspeed_keys(ckpt::PyDict& r, const flags::TrainArgs& a, const TrainingProgress& p,
                         const std::vector<model::Parameter>& params) {
     r.set("module", PyValue::none());
     r.set("buffer_names", PyValue::list());
@@ -262,7 +262,7 @@ void set_deepspeed_keys(ckpt::PyDict& r, const train::TrainArgs& a, const Traini
 }
 
 // Megatron's client state (BMD save_checkpoint), without the RNG states.
-void set_megatron_keys(ckpt::PyDict& r, const train::TrainArgs& a, std::int64_t original_vocab, const model::GptModel& model,
+void set_megatron_keys(ckpt::PyDict& r, const flags::TrainArgs& a, std::int64_t original_vocab, const model::GptModel& model,
                        const TrainingProgress& p) {
     r.set("args", megatron_args(a, model, p));
     r.set("checkpoint_version", floating(kCheckpointVersion));
@@ -276,7 +276,7 @@ void set_megatron_keys(ckpt::PyDict& r, const train::TrainArgs& a, std::int64_t 
 
 }  // namespace
 
-void write_mp_rank_file(const std::string& path, const train::TrainArgs& a, std::int64_t original_vocab,
+void write_mp_rank_file(const std::string& path, const flags::TrainArgs& a, std::int64_t original_vocab,
                         const model::GptModel& model, const TrainingProgress& p, const TiedModule& tied) {
     FileBuilder file(path);
     auto root = PyValue::dict();

@@ -9,7 +9,7 @@
 
 #include "mds/data/blending.h"        // data_prefixes, data_weights
 #include "mds/data/weighted_split.h"  // the weighted split paths args
-#include "mds/train/flag_table.h"     // find_namespace_key, namespace_value
+#include "mds/flags/flag_table.h"     // find_namespace_key, namespace_value
 #include "mds/util/cli.h"             // mds_version
 #include "mds/util/files.h"
 #include "py_values.h"
@@ -21,7 +21,7 @@ using namespace py;
 namespace {
 
 // BMD's args Namespace in its order: every attribute its parse_args and pretrain() leave on it,
-// then mds_version. An attribute takes its value from the flag table (mds/train/flag_table.h: the
+// then mds_version. An attribute takes its value from the flag table (mds/flags/flag_table.h: the
 // flag's value, or BMD's value for a flag mds does not take) unless it is derived below; one that
 // is neither (a Mode 2 group name list of a run without it) is left out, as BMD leaves it out.
 constexpr const char* kNamespaceOrder[] = {
@@ -89,7 +89,7 @@ PyValue rampup_list(const optim::OptimizerConfig& o) {
 }
 
 // The shape values parse_args fills in (ffn = 4h, kv_channels = h / heads, encoder_seq_length).
-void model_values(Derived& d, const train::TrainArgs& a) {
+void model_values(Derived& d, const flags::TrainArgs& a) {
     const auto& md = a.model;
     d["ffn_hidden_size"] = integer(md.ffn_hidden());
     d["kv_channels"] = integer(md.hidden_size / md.num_attention_heads);
@@ -100,7 +100,7 @@ void model_values(Derived& d, const train::TrainArgs& a) {
 
 // Batch sizes, the iterations of a --train-samples run and the decay lengths, as parse_args and
 // update_train_iters leave them.
-void schedule_values(Derived& d, const train::TrainArgs& a, const TrainingProgress& p) {
+void schedule_values(Derived& d, const flags::TrainArgs& a, const TrainingProgress& p) {
     const auto& o = a.optimizer;
     d["global_batch_size"] = integer(a.global_batch_size());
     d["rampup_batch_size"] = rampup_list(o);
@@ -117,7 +117,7 @@ void schedule_values(Derived& d, const train::TrainArgs& a, const TrainingProgre
 
 // Megatron's loss-scale flags as given (their defaults otherwise): under --deepspeed the fp16 section
 // of the DeepSpeed config sets the scaler, not these args.
-void precision_values(Derived& d, const train::TrainArgs& a) {
+void precision_values(Derived& d, const flags::TrainArgs& a) {
     const auto& o = a.optimizer;
     auto given = [&a](const char* flag) { return a.flags_given.count(flag) > 0; };
     d["loss_scale"] = given("--loss-scale") ? optional_float(o.loss_scale) : PyValue::none();
@@ -131,7 +131,7 @@ void precision_values(Derived& d, const train::TrainArgs& a) {
 }
 
 // Data loading: the default split, Mode 2's groups, the blended prefixes and weights, the tokenizer.
-void data_values(Derived& d, const train::TrainArgs& a) {
+void data_values(Derived& d, const flags::TrainArgs& a) {
     // parse_args gives --data-path runs BMD's default split when none is given (Mode 2 keeps None).
     d["split"] = a.data.split ? str(*a.data.split) : a.data.data_path.empty() ? PyValue::none() : str("969, 30, 1");
     // Data loading Mode 2: BMD's parse_data_paths keeps each group's paths, weights and ranges as
@@ -180,7 +180,7 @@ void data_values(Derived& d, const train::TrainArgs& a) {
 }
 
 // The run's state: ranks, sizes, progress, the DeepSpeed config, what pretrain() adds.
-void run_values(Derived& d, const train::TrainArgs& a, const model::GptModel& model, const TrainingProgress& p) {
+void run_values(Derived& d, const flags::TrainArgs& a, const model::GptModel& model, const TrainingProgress& p) {
     const std::int64_t tp = a.parallel.tensor_model_parallel_size, pp = a.parallel.pipeline_model_parallel_size;
     // The rank that saves this model-parallel rank's file: data-parallel rank 0 of Megatron's grid
     // (tensor fastest, then data, then pipeline).
@@ -213,7 +213,7 @@ void run_values(Derived& d, const train::TrainArgs& a, const model::GptModel& mo
 // their values, the Megatron flags mds does not take at their defaults (giving one fails the
 // parse), the derived ones as BMD derives them. The Megatron tools read them; BMD's
 // check_checkpoint_args compares some.
-PyValue megatron_args(const train::TrainArgs& a, const model::GptModel& model, const TrainingProgress& p) {
+PyValue megatron_args(const flags::TrainArgs& a, const model::GptModel& model, const TrainingProgress& p) {
     Derived derived;
     model_values(derived, a);
     schedule_values(derived, a, p);
@@ -224,13 +224,13 @@ PyValue megatron_args(const train::TrainArgs& a, const model::GptModel& model, c
     for (const char* key : kNamespaceOrder) {
         if (auto it = derived.find(key); it != derived.end())
             d.as_dict().set(key, it->second);
-        else if (const auto* row = train::find_namespace_key(key))
-            d.as_dict().set(key, train::namespace_value(*row, a));
+        else if (const auto* row = flags::find_namespace_key(key))
+            d.as_dict().set(key, flags::namespace_value(*row, a));
     }
     return instance("argparse", "Namespace", d);
 }
 
-PyValue ds_config(const train::TrainArgs& a) {
+PyValue ds_config(const flags::TrainArgs& a) {
     if (!a.parallel.deepspeed_config.empty()) {
         try {
             return from_json(nlohmann::json::parse(read_file(a.parallel.deepspeed_config)));

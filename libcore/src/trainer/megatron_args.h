@@ -4,14 +4,14 @@
 
 #include "mds/ckpt/pickle.h"
 #include "mds/model/gpt_model.h"
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 #include "mds/trainer/checkpoint.h"
 
 namespace mds::trainer {
 
 // Megatron-DeepSpeed's args as an argparse.Namespace, as BMD's parse_args and pretrain() leave it.
-ckpt::PyValue megatron_args(const train::TrainArgs& a, const model::GptModel& model, const TrainingProgress& p);
+ckpt::PyValue megatron_args(const flags::TrainArgs& a, const model::GptModel& model, const TrainingProgress& p);
 // The DeepSpeed config the run used: the --deepspeed_config file's JSON, else the one mds derives.
-ckpt::PyValue ds_config(const train::TrainArgs& a);
+ckpt::PyValue ds_config(const flags::TrainArgs& a);
 
 }  // namespace mds::trainer

@@ -117,7 +117,7 @@ PyValue python_random_state(std::uint64_t seed) {
 
 // ---- save ------------------------------------------------------------------------------------------
 
-void set_rng_states(ckpt::PyDict& r, FileBuilder& file, const train::TrainArgs& a, const model::GptModel& model) {
+void set_rng_states(ckpt::PyDict& r, FileBuilder& file, const flags::TrainArgs& a, const model::GptModel& model) {
     const int tp_rank = model.tensor_parallel().rank;
     const auto seed = static_cast<std::uint64_t>(a.seed);
     r.set("random_rng_state", python_random_state(seed));

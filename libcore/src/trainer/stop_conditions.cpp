@@ -1,6 +1,6 @@
 #include "mds/trainer/stop_conditions.h"
 
-#include "mds/train/stop_signals.h"
+#include "mds/trainer/stop_signals.h"
 #include "mds/trainer/comm.h"
 
 namespace mds::trainer {
@@ -14,7 +14,7 @@ StopInputs agree_on_stop(const StopInputs& mine, Communicator& comm) {
     return out;
 }
 
-Stop should_stop(const train::ExitArgs& exit, std::int64_t iteration, std::int64_t train_iters, const StopInputs& agreed) {
+Stop should_stop(const flags::ExitArgs& exit, std::int64_t iteration, std::int64_t train_iters, const StopInputs& agreed) {
     if (agreed.signal != 0) return Stop::Signal;
     if (agreed.kill_switch) return Stop::KillSwitch;
     if (exit.exit_duration_in_mins && agreed.minutes > static_cast<double>(*exit.exit_duration_in_mins)) return Stop::ExitDuration;
@@ -26,7 +26,7 @@ std::string stop_reason(Stop stop, const StopInputs& agreed) {
     switch (stop) {
     case Stop::Continue: return "";
     case Stop::Finished: return "finished";
-    case Stop::Signal: return train::signal_name(agreed.signal);
+    case Stop::Signal: return signal_name(agreed.signal);
     case Stop::KillSwitch: return "kill switch";
     case Stop::ExitDuration: return "exit duration";
     case Stop::ExitInterval: return "exit interval";

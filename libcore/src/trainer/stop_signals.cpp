@@ -1,10 +1,10 @@
-#include "mds/train/stop_signals.h"
+#include "mds/trainer/stop_signals.h"
 
 #include <atomic>
 #include <csignal>
 #include <cstring>
 
-namespace mds::train {
+namespace mds::trainer {
 namespace {
 
 std::atomic<int> g_signal{0};
@@ -41,4 +41,4 @@ const char* signal_name(int sig) {
     }
 }
 
-}  // namespace mds::train
+}  // namespace mds::trainer

@@ -43,7 +43,7 @@ StepOutcome Trainer::train_step() {
     // Curriculum: the step's sequence length; the samples are cut to it (Megatron-DeepSpeed).
     std::int64_t seqlen = cfg_.seq_length;
     if (curriculum_) {
-        const auto c = train::curriculum_step(*curriculum_, iteration_, cfg_.seq_length);
+        const auto c = flags::curriculum_step(*curriculum_, iteration_, cfg_.seq_length);
         seqlen = c.batch_seq_length;
         out.curriculum_seqlen = c.curriculum_seqlen;
     }

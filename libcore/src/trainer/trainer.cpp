@@ -5,13 +5,13 @@
 
 #include <filesystem>
 
-#include "mds/train/stop_signals.h"  // stop_signal_received
+#include "mds/trainer/stop_signals.h"  // stop_signal_received
 #include "mds/util/tool.h"  // print_info
 #include "trainer_loop.h"
 
 namespace mds::trainer {
 
-RunSummary run_training(const train::TrainArgs& args, const RunOptions& options) {
+RunSummary run_training(const flags::TrainArgs& args, const RunOptions& options) {
     const auto process_start = Clock::now();
     Trainer trainer(args, options, process_start);
     return trainer.train();
@@ -41,7 +41,7 @@ RunSummary Trainer::train() {
 // all-reduced exit duration.
 Stop Trainer::should_stop() {
     StopInputs mine;
-    mine.signal = train::stop_signal_received();
+    mine.signal = stop_signal_received();
     mine.kill_switch = !args_.exit.kill_switch_path.empty() && std::filesystem::exists(args_.exit.kill_switch_path);
     mine.minutes = seconds_since(process_start_) / 60.0;
     stop_inputs_ = agree_on_stop(mine, *comm_);

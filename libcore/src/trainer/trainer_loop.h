@@ -34,8 +34,8 @@
 #include "mds/optim/batch_size_rampup.h"
 #include "mds/optim/loss_scaler.h"
 #include "mds/optim/lr_schedule.h"
-#include "mds/train/curriculum.h"
-#include "mds/train/train_args.h"
+#include "mds/flags/curriculum.h"
+#include "mds/flags/train_args.h"
 #include "mds/trainer/checkpoint.h"
 #include "mds/trainer/comm.h"
 #include "mds/trainer/grad_reducer.h"
@@ -58,7 +58,7 @@ void print_line(const std::string& s);
 class LossScale {
 public:
     LossScale() = default;  // none (until the set-up makes the flags' one)
-    explicit LossScale(const train::TrainArgs& args);
+    explicit LossScale(const flags::TrainArgs& args);
     bool active() const { return ds_ || megatron_; }
     double scale() const { return ds_ ? ds_->scale() : megatron_ ? megatron_->scale() : 1.0; }
     // Returns true when the step was skipped.
@@ -99,7 +99,7 @@ struct StepOutcome {
 class Trainer {
 public:
     // The whole set-up, in pretrain()'s order; throws mds::Error / UsageError.
-    Trainer(const train::TrainArgs& args, const RunOptions& options, Clock::time_point process_start);
+    Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock::time_point process_start);
     ~Trainer();
     Trainer(const Trainer&) = delete;
     Trainer& operator=(const Trainer&) = delete;
@@ -140,7 +140,7 @@ private:
     void end_of_training(Stop stop);
 
     // ---- flags and launch ----
-    const train::TrainArgs args_;
+    const flags::TrainArgs args_;
     const RunOptions options_;
     const dist::LaunchInfo& launch_ = options_.launch;
     const Clock::time_point process_start_;
@@ -190,7 +190,7 @@ private:
     std::unique_ptr<observe::TensorBoardWriter> tb_;
     observe::ThroughputShape flops_shape_;
     double params_no_embeddings_billions_ = 0;
-    std::optional<train::CurriculumScheduler> curriculum_;
+    std::optional<flags::CurriculumScheduler> curriculum_;
     std::optional<observe::LossAlertDetector> alerts_;
     std::optional<observe::AlertCommandRunner> alert_command_;
 

@@ -8,9 +8,9 @@
 #include <filesystem>
 
 #include "mds/ckpt/ds_optimizer_layout.h"  // ds_partitions_optimizer_states
-#include "mds/train/dry_run.h"  // padded_vocab_size
-#include "mds/train/stop_signals.h"  // install_stop_signal_handlers
-#include "mds/train/train_tokenizer.h"  // load_tokenizer
+#include "mds/flags/dry_run.h"  // padded_vocab_size
+#include "mds/trainer/stop_signals.h"  // install_stop_signal_handlers
+#include "mds/flags/train_tokenizer.h"  // load_tokenizer
 #include "mds/util/cli.h"  // mds_version
 #include "mds/util/error.h"
 #include "mds/util/tool.h"  // print_info, print_warning
@@ -30,7 +30,7 @@ c10::Device pick_device(const std::string& name, int local_rank) {
     return {at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus)};
 }
 
-model::GptConfig model_config(const train::TrainArgs& args, std::int64_t padded_vocab) {
+model::GptConfig model_config(const flags::TrainArgs& args, std::int64_t padded_vocab) {
     const auto& m = args.model;
     model::GptConfig c;
     c.num_layers = m.num_layers;
@@ -58,8 +58,8 @@ model::GptConfig model_config(const train::TrainArgs& args, std::int64_t padded_
 
 // Megatron-DeepSpeed reads the --*-weighted-split-paths-path files while parsing its flags and keeps
 // their groups as the --*-weighted-split-paths values: so does this copy (the checkpoint args too).
-train::TrainArgs with_weighted_split_files(const train::TrainArgs& given) {
-    train::TrainArgs args = given;
+flags::TrainArgs with_weighted_split_files(const flags::TrainArgs& given) {
+    flags::TrainArgs args = given;
     for (int k = 0; k < 3; ++k) {
         const auto kk = static_cast<std::size_t>(k);
         if (args.data.weighted_split_paths_path[kk].empty()) continue;
@@ -78,7 +78,7 @@ void print_line(const std::string& s) {
     std::fflush(stdout);
 }
 
-LossScale::LossScale(const train::TrainArgs& args) {
+LossScale::LossScale(const flags::TrainArgs& args) {
     const auto& o = args.optimizer;
     if (!o.fp16) return;
     if (args.parallel.deepspeed) {
@@ -98,7 +98,7 @@ void LossScale::load_from(const TrainingProgress& p) {
     if (megatron_ && p.megatron_scaler) megatron_->load_state(*p.megatron_scaler);
 }
 
-Trainer::Trainer(const train::TrainArgs& args, const RunOptions& options, Clock::time_point process_start)
+Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock::time_point process_start)
     : args_(with_weighted_split_files(args)), options_(options), process_start_(process_start) {
     check_args();
     setup_launch();
@@ -145,7 +145,7 @@ void Trainer::check_args() {
 }
 
 void Trainer::setup_launch() {
-    train::install_stop_signal_handlers();
+    install_stop_signal_handlers();
     if (options_.threads > 0) at::set_num_threads(static_cast<int>(options_.threads));
     device_ = pick_device(options_.device, launch_.local_rank);
     info_rank_ = launch_.rank == 0;
@@ -191,9 +191,9 @@ void Trainer::setup_launch() {
 
 void Trainer::setup_model() {
     // Tokenizer → padded vocabulary, as Megatron's build_tokenizer.
-    const auto tok = train::load_tokenizer(args_.data);
+    const auto tok = flags::load_tokenizer(args_.data);
     vocab_ = static_cast<std::int64_t>(tok.vocab_size());
-    padded_ = train::padded_vocab_size(vocab_, args_.model, args_.parallel.tensor_model_parallel_size);
+    padded_ = flags::padded_vocab_size(vocab_, args_.model, args_.parallel.tensor_model_parallel_size);
     info(" > padded vocab (size: " + std::to_string(vocab_) + ") with " + std::to_string(padded_ - vocab_) +
          " dummy tokens (new size: " + std::to_string(padded_) + ")");
 
@@ -226,7 +226,7 @@ void Trainer::setup_model() {
 }
 
 void Trainer::setup_data() {
-    calculator_.emplace(train::make_num_micro_batches_calculator(args_));
+    calculator_.emplace(flags::make_num_micro_batches_calculator(args_));
     mbs_ = args_.optimizer.micro_batch_size;
     gbs_ = calculator_->global_batch_size();
     data::NumSamplesOptions num_samples;

@@ -1,4 +1,4 @@
-// DeepSpeed's curriculum scheduler (mds/train/curriculum.h) against DeepSpeed itself: the change
+// DeepSpeed's curriculum scheduler (mds/flags/curriculum.h) against DeepSpeed itself: the change
 // tables below are the output of deepspeed/runtime/data_pipeline/curriculum_scheduler.py, both the
 // version BigScience ran (microsoft/DeepSpeed fbea7b49, PR #1440 "CL for big science") and the
 // one in deepspeed 0.19.8 from PyPI, which agree on every step here. They were produced by loading
@@ -13,11 +13,11 @@
 #include <utility>
 #include <vector>
 
-#include "mds/train/curriculum.h"
-#include "mds/train/deepspeed_config.h"
+#include "mds/flags/curriculum.h"
+#include "mds/flags/deepspeed_config.h"
 #include "mds/util/error.h"
 
-using namespace mds::train;
+using namespace mds::flags;
 
 namespace {
 

@@ -1,4 +1,4 @@
-// mds-train --dry-run (mds/train/dry_run.h): the training-time formula against BigScience's
+// mds-train --dry-run (mds/flags/dry_run.h): the training-time formula against BigScience's
 // published figures (bigscience-workshop/bigscience math/README.md, train/tr1-13B-base/README.md,
 // Narayanan et al. 2021 §5.1), Megatron's vocabulary padding, the activation formula against
 // Korthikanti et al. 2022 as printed, and the memory of tr1-13B's layout worked out by hand.
@@ -11,12 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "mds/observe/flops.h"
-#include "mds/train/curriculum.h"
-#include "mds/train/dry_run.h"
-#include "mds/train/train_args.h"
+#include "mds/flags/curriculum.h"
+#include "mds/flags/dry_run.h"
+#include "mds/flags/train_args.h"
 #include "mds/util/error.h"
 
-using namespace mds::train;
+using namespace mds::flags;
 
 namespace {
 

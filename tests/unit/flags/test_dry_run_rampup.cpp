@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mds/train/dry_run.h"
-#include "mds/train/train_args.h"
+#include "mds/flags/dry_run.h"
+#include "mds/flags/train_args.h"
 
-using namespace mds::train;
+using namespace mds::flags;
 
 namespace {
 

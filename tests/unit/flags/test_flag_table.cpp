@@ -1,4 +1,4 @@
-// The flag table (mds/train/flag_table.h): one row per flag, from which mds-train's parser, the
+// The flag table (mds/flags/flag_table.h): one row per flag, from which mds-train's parser, the
 // checkpoint's args Namespace, the "not supported" list and the docs' flag tables come.
 #include <doctest/doctest.h>
 
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "mds/train/flag_table.h"
+#include "mds/flags/flag_table.h"
 #include "mds/util/error.h"
 
-using namespace mds::train;
+using namespace mds::flags;
 using mds::ckpt::PyValue;
 
 namespace {

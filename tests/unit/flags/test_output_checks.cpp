@@ -1,4 +1,4 @@
-// mds-train's start-up check of its output folders (mds/train/output_checks.h): which rank checks
+// mds-train's start-up check of its output folders (mds/flags/output_checks.h): which rank checks
 // which flag's folder, and that a file in place of a folder, a folder under a file, or an
 // unwritable folder fails with the flag named while nothing is created.
 #include <doctest/doctest.h>
@@ -9,11 +9,11 @@
 #include <fstream>
 #include <string>
 
-#include "mds/train/output_checks.h"
+#include "mds/flags/output_checks.h"
 #include "mds/util/error.h"
 #include "test_support.h"
 
-using namespace mds::train;
+using namespace mds::flags;
 
 namespace {
 

@@ -1,4 +1,4 @@
-// mds-train's flag layer (mds/train/train_args.h, deepspeed_config.h) against the argument lists of
+// mds-train's flag layer (mds/flags/train_args.h, deepspeed_config.h) against the argument lists of
 // BigScience's tr1-13B (train/tr1-13B-base/tr1-13B-round1.slurm) and tr11-176B
 // (train/tr11-176B-ml/tr11-176B-ml.slurm), shell variables expanded to plausible paths.
 #include <doctest/doctest.h>
@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 #include "mds/util/error.h"
 #include "test_support.h"
 
-using namespace mds::train;
+using namespace mds::flags;
 
 namespace {
 
@@ -350,6 +350,6 @@ TEST_CASE("validation: Megatron's rules between flags") {
 }
 
 TEST_CASE("DeepSpeed config: a number beyond double is an mds::Error naming the file") {
-    CHECK_THROWS_WITH_AS(mds::train::parse_deepspeed_config(R"({"gradient_clipping": 1e400})", "ds.json"),
+    CHECK_THROWS_WITH_AS(mds::flags::parse_deepspeed_config(R"({"gradient_clipping": 1e400})", "ds.json"),
                          doctest::Contains("ds.json: not valid JSON"), mds::Error);
 }

@@ -9,7 +9,8 @@
 #include <string>
 
 #include "mds/model/gpt_model.h"
-#include "mds/train/train_args.h"
+#include "tiny_gpt.h"
+#include "mds/flags/train_args.h"
 #include "mds/trainer/checkpoint.h"
 #include "mds/trainer/optimizer.h"
 #include "mds/util/files.h"  // remove_tree: std::filesystem::remove_all resolves into libtorch's copy and crashes
@@ -19,20 +20,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-mds::model::GptConfig tiny_config() {
-    mds::model::GptConfig c;
-    c.num_layers = 2;
-    c.hidden_size = 64;
-    c.ffn_hidden_size = 256;
-    c.num_attention_heads = 4;
-    c.seq_length = 64;
-    c.max_position_embeddings = 64;
-    c.padded_vocab_size = 512;
-    return c;
-}
 
-mds::train::TrainArgs tiny_args(const fs::path& root) {
-    mds::train::TrainArgs a;
+mds::flags::TrainArgs tiny_args(const fs::path& root) {
+    mds::flags::TrainArgs a;
     a.model.num_layers = 2;
     a.model.hidden_size = 64;
     a.model.num_attention_heads = 4;
@@ -69,7 +59,7 @@ TEST_CASE("save_checkpoint then CheckpointLoader: weights, Adam state, progress 
     const fs::path root = tmp / "checkpoints";
     auto args = tiny_args(root);
 
-    mds::model::GptModel model(tiny_config(), c10::Device(at::kCPU), 42);
+    mds::model::GptModel model(tiny_gpt(), c10::Device(at::kCPU), 42);
     AdamOptimizer optimizer(model.parameters(), args.optimizer);
     for (auto& p : model.parameters()) p.tensor.mutable_grad() = at::full_like(p.tensor, 0.01);
     optimizer.step(1e-3, 0.1, 1.0, false, false);
@@ -109,7 +99,7 @@ TEST_CASE("save_checkpoint then CheckpointLoader: weights, Adam state, progress 
     DOCTEST_CHECK(back.lr.params.lr_decay_steps == 20);
     DOCTEST_CHECK(back.lr.params.min_lr == doctest::Approx(1e-4));
 
-    mds::model::GptModel fresh(tiny_config(), c10::Device(at::kCPU), 7);
+    mds::model::GptModel fresh(tiny_gpt(), c10::Device(at::kCPU), 7);
     loader->load_weights(fresh);
     for (std::size_t i = 0; i < model.parameters().size(); ++i)
         DOCTEST_CHECK(same(fresh.parameters()[i].tensor, model.parameters()[i].tensor));

@@ -5,7 +5,7 @@
 
 #include <csignal>
 
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 #include "mds/trainer/comm.h"
 #include "mds/trainer/micro_batches.h"
 #include "mds/trainer/stop_conditions.h"
@@ -14,7 +14,7 @@
 using namespace mds::trainer;
 
 TEST_CASE("should_stop: the end of the iterations (--train-iters, or --train-samples as iterations)") {
-    const mds::train::ExitArgs exit;  // no exit flags
+    const mds::flags::ExitArgs exit;  // no exit flags
     const StopInputs quiet;
     DOCTEST_CHECK(should_stop(exit, 1, 3, quiet) == Stop::Continue);
     DOCTEST_CHECK(should_stop(exit, 2, 3, quiet) == Stop::Continue);
@@ -25,7 +25,7 @@ TEST_CASE("should_stop: the end of the iterations (--train-iters, or --train-sam
 }
 
 TEST_CASE("should_stop: --exit-interval, counted on the iteration number, wins over the end") {
-    mds::train::ExitArgs exit;
+    mds::flags::ExitArgs exit;
     exit.exit_interval = 4;
     const StopInputs quiet;
     DOCTEST_CHECK(should_stop(exit, 3, 10, quiet) == Stop::Continue);
@@ -38,7 +38,7 @@ TEST_CASE("should_stop: --exit-interval, counted on the iteration number, wins o
 }
 
 TEST_CASE("should_stop: --exit-duration-in-mins once the minutes exceed it") {
-    mds::train::ExitArgs exit;
+    mds::flags::ExitArgs exit;
     exit.exit_duration_in_mins = 2;
     StopInputs in;
     in.minutes = 2.0;
@@ -49,7 +49,7 @@ TEST_CASE("should_stop: --exit-duration-in-mins once the minutes exceed it") {
 }
 
 TEST_CASE("should_stop: signal first, then kill switch, duration, interval (Megatron's order)") {
-    mds::train::ExitArgs exit;
+    mds::flags::ExitArgs exit;
     exit.exit_interval = 1;
     exit.exit_duration_in_mins = 0;
     exit.kill_switch_path = "/nonexistent";

@@ -17,7 +17,8 @@
 
 #include "../../../libcore/src/trainer/megatron_args.h"  // private to the trainer area
 #include "mds/model/gpt_model.h"
-#include "mds/train/train_args.h"
+#include "tiny_gpt.h"
+#include "mds/flags/train_args.h"
 #include "mds/util/files.h"  // remove_tree: std::filesystem::remove_all resolves into libtorch's copy and crashes
 
 namespace fs = std::filesystem;
@@ -26,35 +27,23 @@ namespace {
 
 const fs::path kGolden = fs::path(__FILE__).parent_path() / "megatron_args_golden.txt";
 
-mds::model::GptConfig tiny(bool embed_layernorm) {
-    mds::model::GptConfig c;
-    c.num_layers = 2;
-    c.hidden_size = 64;
-    c.ffn_hidden_size = 256;
-    c.num_attention_heads = 4;
-    c.seq_length = 64;
-    c.max_position_embeddings = 64;
-    c.padded_vocab_size = 512;
-    c.embed_layernorm = embed_layernorm;
-    return c;
-}
 
-mds::train::TrainArgs parse(std::vector<std::string> argv, std::int64_t world_size) {
-    mds::train::TrainArgs args;
+mds::flags::TrainArgs parse(std::vector<std::string> argv, std::int64_t world_size) {
+    mds::flags::TrainArgs args;
     CLI::App app("mds-train");
-    mds::train::add_train_flags(app, args);
+    mds::flags::add_train_flags(app, args);
     argv.insert(argv.begin(), "mds-train");
     std::vector<char*> ptrs;
     for (auto& a : argv) ptrs.push_back(a.data());
     app.parse(static_cast<int>(ptrs.size()), ptrs.data());
     args.parallel.world_size = world_size;
-    (void)mds::train::resolve_train_args(args);
+    (void)mds::flags::resolve_train_args(args);
     return args;
 }
 
 // One line per attribute, "key = repr", mds_version left out (it follows the release).
-std::string dump(const std::string& name, const mds::train::TrainArgs& args, bool embed_layernorm) {
-    const mds::model::GptModel model(tiny(embed_layernorm), c10::Device(at::kCPU), 42);
+std::string dump(const std::string& name, const mds::flags::TrainArgs& args, bool embed_layernorm) {
+    const mds::model::GptModel model(tiny_gpt(embed_layernorm), c10::Device(at::kCPU), 42);
     mds::trainer::TrainingProgress p;
     p.iteration = 7;
     p.consumed_train_samples = 56;

@@ -25,9 +25,9 @@
 #include <optional>
 #include <string>
 
-#include "mds/train/deepspeed_config.h"  // CurriculumLearningConfig
+#include "mds/flags/deepspeed_config.h"  // CurriculumLearningConfig
 
-namespace mds::train {
+namespace mds::flags {
 
 // What is wrong with a curriculum config: `field` is the key under "curriculum_learning"
 // ("schedule_config.difficulty_step"), `what` the expected vs found.
@@ -85,4 +85,4 @@ struct CurriculumStep {
 CurriculumStep curriculum_step(CurriculumScheduler& scheduler, std::int64_t completed_iterations,
                                std::int64_t seq_length);
 
-}  // namespace mds::train
+}  // namespace mds::flags

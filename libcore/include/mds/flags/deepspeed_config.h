@@ -12,7 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>  // nlohmann::json
 
-namespace mds::train {
+namespace mds::flags {
 
 // "fp16": {...}: DeepSpeed's dynamic loss scaler. Unset fields take DeepSpeed's defaults when the
 // section is enabled (loss_scale 0 = dynamic, window 1000, hysteresis 2, min 1, power 16).
@@ -26,7 +26,7 @@ struct DeepSpeedFp16 {
 };
 
 // "curriculum_learning": sequence-length warmup (DeepSpeed curriculum, type "seqlen"). Schedules
-// (mds/train/curriculum.h has the formulas): "fixed_linear" — the difficulty, i.e. the sequence
+// (mds/flags/curriculum.h has the formulas): "fixed_linear" — the difficulty, i.e. the sequence
 // length, grows linearly from min to max over total_curriculum_step steps, in multiples of
 // difficulty_step; "fixed_root" — the same along a root_degree-th root; "fixed_discrete" —
 // difficulties[i] up to step max_steps[i], the last difficulty after that.
@@ -67,4 +67,4 @@ DeepSpeedConfig parse_deepspeed_config(const nlohmann::json& json, const std::st
 DeepSpeedConfig parse_deepspeed_config(const std::string& text, const std::string& source);
 DeepSpeedConfig read_deepspeed_config(const std::filesystem::path& path);
 
-}  // namespace mds::train
+}  // namespace mds::flags

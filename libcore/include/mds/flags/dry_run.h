@@ -14,9 +14,9 @@
 #include <nlohmann/json_fwd.hpp>  // nlohmann::json
 
 #include "mds/observe/flops.h"    // ModelShape
-#include "mds/train/train_args.h"  // TrainArgs, ModelArgs
+#include "mds/flags/train_args.h"  // TrainArgs, ModelArgs
 
-namespace mds::train {
+namespace mds::flags {
 
 // Megatron's _vocab_size_with_padding (BS Megatron-DeepSpeed megatron/tokenizer/tokenizer.py):
 // --pad-vocab-size-to when given (at least the vocabulary, a multiple of
@@ -142,4 +142,4 @@ double activation_bytes_per_layer(std::int64_t seq_length, std::int64_t micro_ba
                                   std::int64_t num_attention_heads, std::int64_t tensor_model_parallel_size,
                                   std::int64_t bytes_per_value, bool attention_scores_materialized);
 
-}  // namespace mds::train
+}  // namespace mds::flags

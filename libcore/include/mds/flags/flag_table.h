@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "mds/ckpt/pickle.h"  // PyValue
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 
-namespace mds::train {
+namespace mds::flags {
 
 enum class FlagStatus {
     Supported,   // read by mds with Megatron's meaning
@@ -91,4 +91,4 @@ ckpt::PyValue python_literal(std::string_view source);
 // `extra_docs` adds text to flags outside the table ({"--pue", "1 to 10"}).
 std::string flags_markdown(const CLI::App& app, const std::vector<std::pair<std::string, std::string>>& extra_docs = {});
 
-}  // namespace mds::train
+}  // namespace mds::flags

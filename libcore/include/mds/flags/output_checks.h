@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 
-namespace mds::train {
+namespace mds::flags {
 
 struct OutputFolder {
     std::string flag;  // "--save"
@@ -27,4 +27,4 @@ std::vector<OutputFolder> output_folders(const TrainArgs& args, int rank, int wo
 // Permission denied", ...
 void check_output_folders(const TrainArgs& args, int rank, int world_size, int local_rank);
 
-}  // namespace mds::train
+}  // namespace mds::flags

@@ -15,9 +15,9 @@
 
 #include "mds/optim/batch_size_rampup.h"   // NumMicroBatchesCalculator
 #include "mds/optim/optimizer_config.h"    // OptimizerConfig: optimizer, LR, batch, fp16/bf16, loss scale
-#include "mds/train/deepspeed_config.h"
+#include "mds/flags/deepspeed_config.h"
 
-namespace mds::train {
+namespace mds::flags {
 
 struct ModelArgs {
     std::int64_t num_layers = 0;                         // --num-layers (required)
@@ -145,7 +145,7 @@ struct TrainArgs {
     }
 };
 
-// Declares every flag of the flag table (mds/train/flag_table.h) that mds-train takes on `app`,
+// Declares every flag of the flag table (mds/flags/flag_table.h) that mds-train takes on `app`,
 // writing into `args`. Megatron-DeepSpeed flags that mds does not implement fail the parse with
 // "--flag: not supported by mds-train: <why>"; unknown flags fail as CLI11 extras. Integers accept
 // Python's underscores (5_000_000).
@@ -168,4 +168,4 @@ std::vector<std::string> resolve_train_args(TrainArgs& args);
 // The batch-size calculator for validated args.
 optim::NumMicroBatchesCalculator make_num_micro_batches_calculator(const TrainArgs& args);
 
-}  // namespace mds::train
+}  // namespace mds::flags

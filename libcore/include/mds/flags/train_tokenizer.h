@@ -6,13 +6,13 @@
 #pragma once
 
 #include "mds/tokenizer/tokenizer.h"
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 
-namespace mds::train {
+namespace mds::flags {
 
 // Throws mds::UsageError naming the flags when they are missing or contradictory, or when the
 // tokenizer is nowhere (naming every place searched and how to fetch it); mds::Error when a file
 // cannot be read.
 tok::Tokenizer load_tokenizer(const DataArgs& data);
 
-}  // namespace mds::train
+}  // namespace mds::flags

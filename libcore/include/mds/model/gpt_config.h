@@ -20,7 +20,7 @@ struct GptConfig {
     std::int64_t num_attention_heads = 0;
     std::int64_t seq_length = 0;
     std::int64_t max_position_embeddings = 0;  // rows of the position table (absolute only)
-    std::int64_t padded_vocab_size = 0;        // train::padded_vocab_size (Megatron's padding)
+    std::int64_t padded_vocab_size = 0;        // flags::padded_vocab_size (Megatron's padding)
     double init_method_std = 0.02;             // --init-method-std
     double layernorm_epsilon = 1e-5;
     double hidden_dropout = 0.1;

@@ -25,7 +25,7 @@
 
 #include "mds/optim/loss_scaler.h"
 #include "mds/optim/lr_schedule.h"
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 
 namespace mds::model {
 class GptModel;
@@ -71,7 +71,7 @@ struct CheckpointSaveInfo {
 // embeddings only from the first stage, as DeepSpeed) and mp_rank_<m> with m = p · TP + t, each rank
 // its optimizer partition (DeepSpeed's zero_pp_rank_<dp>_mp_rank_<m> files), and rank 0 publishes
 // the folder and `latest` once all succeeded.
-CheckpointSaveInfo save_checkpoint(const train::TrainArgs& args, std::int64_t original_vocab_size,
+CheckpointSaveInfo save_checkpoint(const flags::TrainArgs& args, std::int64_t original_vocab_size,
                                    const model::GptModel& model, const AdamOptimizer& optimizer,
                                    const TrainingProgress& progress, Communicator* comm = nullptr);
 
@@ -84,7 +84,7 @@ public:
     // checkpoint that does not fit the flags (shape, parallel sizes), naming the file and value.
     // `tp_rank`, `pp_rank`: the tensor-parallel shard and pipeline stage this process loads (the
     // checkpoint's TP and PP must be the flags'; an error names the mds-ckpt-reshape command).
-    static std::unique_ptr<CheckpointLoader> open(const train::TrainArgs& args, int tp_rank = 0, int pp_rank = 0);
+    static std::unique_ptr<CheckpointLoader> open(const flags::TrainArgs& args, int tp_rank = 0, int pp_rank = 0);
     ~CheckpointLoader();
 
     const std::string& directory() const;

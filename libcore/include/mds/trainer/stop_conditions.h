@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 
 namespace mds::trainer {
 
@@ -17,7 +17,7 @@ class Communicator;
 
 // What one rank sees between two iterations.
 struct StopInputs {
-    int signal = 0;            // train::stop_signal_received(): the signal, or 0
+    int signal = 0;            // trainer::stop_signal_received(): the signal, or 0
     bool kill_switch = false;  // the --kill-switch-path file exists
     double minutes = 0;        // since the process started
 };
@@ -36,7 +36,7 @@ enum class Stop {
 
 // The decision after `iteration` iterations of `train_iters`, in Megatron's order: signal, kill
 // switch, exit duration, exit interval, then the end of training.
-Stop should_stop(const train::ExitArgs& exit, std::int64_t iteration, std::int64_t train_iters, const StopInputs& agreed);
+Stop should_stop(const flags::ExitArgs& exit, std::int64_t iteration, std::int64_t train_iters, const StopInputs& agreed);
 
 // RunSummary::exit_reason: "finished", "SIGUSR1" (the signal's name), "kill switch", "exit duration",
 // "exit interval"; "" for Continue.

@@ -5,7 +5,7 @@
 // SIGTERM while stopping ends the process at once, as without the handlers.
 #pragma once
 
-namespace mds::train {
+namespace mds::trainer {
 
 void install_stop_signal_handlers();
 // The signal received (SIGUSR1, SIGTERM, SIGINT), or 0.
@@ -15,4 +15,4 @@ const char* signal_name(int sig);
 // For tests: forget a received signal.
 void reset_stop_signal();
 
-}  // namespace mds::train
+}  // namespace mds::trainer

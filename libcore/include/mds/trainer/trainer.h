@@ -17,7 +17,7 @@
 
 #include "mds/dist/launch.h"
 #include "mds/observe/loss_alert.h"
-#include "mds/train/train_args.h"
+#include "mds/flags/train_args.h"
 
 namespace mds::trainer {
 
@@ -39,7 +39,7 @@ struct RunSummary {
     double last_loss = 0;      // lm loss of the last iteration
 };
 
-// Trains as `args` (resolved by train::resolve_train_args) say. Throws mds::Error / UsageError.
-RunSummary run_training(const train::TrainArgs& args, const RunOptions& options);
+// Trains as `args` (resolved by flags::resolve_train_args) say. Throws mds::Error / UsageError.
+RunSummary run_training(const flags::TrainArgs& args, const RunOptions& options);
 
 }  // namespace mds::trainer

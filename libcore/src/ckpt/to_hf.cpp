@@ -205,6 +205,29 @@ void check_destination(const fs::path& dir, bool overwrite) {
 
 using Note = std::function<void(const std::string&)>;
 
+// The GeLU of BMD's ParallelMLP (megatron/model/transformer.py), by its precedence: the fused
+// bias-GeLU whenever args.bias_gelu_fusion is on (its default; the tanh approximation, 0.79788456),
+// else --openai-gelu (tanh, sqrt(2/pi) to 16 digits), else --onnx-safe's erf_gelu (erf of x / 1.41421),
+// else F.gelu (exact erf). GLU models are refused before this matters.
+enum class Gelu { FusedTanh, OpenaiTanh, OnnxErf, Erf };
+
+Gelu gelu_kind(const DsCheckpoint& ck) {
+    if (bool_arg(ck, "bias_gelu_fusion", true)) return Gelu::FusedTanh;
+    if (bool_arg(ck, "openai_gelu", false)) return Gelu::OpenaiTanh;
+    if (bool_arg(ck, "onnx_safe", false)) return Gelu::OnnxErf;
+    return Gelu::Erf;
+}
+
+// transformers' ACT2FN name computing the same function: gelu_fast is x * 0.7978845608 * (1 + 0.044715 x^2)
+// inside the tanh (the fused kernel's form), gelu_new the same with sqrt(2/pi) (OpenAI's), gelu is F.gelu.
+const char* gpt2_activation(Gelu g) {
+    switch (g) {
+    case Gelu::FusedTanh: return "gelu_fast";
+    case Gelu::OpenaiTanh: return "gelu_new";
+    default: return "gelu";
+    }
+}
+
 // What the checkpoint's args say of the model, and the Hugging Face architecture it becomes.
 struct ModelArgs {
     std::int64_t num_layers = 0, hidden_size = 0, num_heads = 0;
@@ -217,6 +240,8 @@ struct ModelArgs {
     // so LayerNorm(W[token]) depends on the token only: GPT2's wte holds the normalised rows and an
     // untied lm_head holds W itself, which the output layer multiplies by (tied in Megatron).
     bool fold_embed_ln = false;
+    Gelu gelu = Gelu::FusedTanh;
+    bool post_ln = false;  // --apply-residual-connection-post-layernorm
 };
 
 // One layer file per index: the embedding, num_layers blocks, the final norm.
@@ -234,6 +259,30 @@ void check_layer_files(const DsCheckpoint& ck, std::int64_t num_layers) {
                 std::to_string(num_layers) + " needs " + std::to_string(num_layers + 2) + " (embedding, blocks, final norm)" + gap);
 }
 
+// The model variants of the args (megatron/arguments.py) that the target architecture cannot compute,
+// one reason each naming the flag; empty when the export is faithful.
+std::vector<std::string> unsupported_variants(const DsCheckpoint& ck, const ModelArgs& m) {
+    std::vector<std::string> why;
+    const std::string arch = m.bloom ? "BLOOM" : "GPT2";
+    if (const auto* glu = ck.arg("glu_activation"); glu && !glu->is_none())
+        why.push_back("--glu-activation " + (glu->type() == PyType::Str ? glu->as_str() : glu->repr(40)) +
+                      " (args.glu_activation): the MLP gates one half of dense_h_to_4h with the other; GPT2 and BLOOM have a plain "
+                      "MLP, and the transformers models with a gated MLP (Llama, Gemma, ...) have RMSNorm and rotary positions, "
+                      "not LayerNorm with biases and learned or ALiBi positions");
+    if (const auto* kv = ck.arg("kv_channels"); kv && kv->type() == PyType::Int && kv->as_int() * m.num_heads != m.hidden_size)
+        why.push_back("--kv-channels " + std::to_string(kv->as_int()) + " (args.kv_channels): heads of " + std::to_string(kv->as_int()) +
+                      " channels (" + std::to_string(kv->as_int() * m.num_heads) + " in all), but " + arch +
+                      " makes every head hidden_size / num_attention_heads = " + std::to_string(m.hidden_size / m.num_heads) + " wide");
+    if (!m.bloom && bool_arg(ck, "apply_residual_connection_post_layernorm", false))
+        why.push_back("--apply-residual-connection-post-layernorm (args.apply_residual_connection_post_layernorm): the residual "
+                      "branches start from the LayerNorms' outputs; GPT2 has no such option (BLOOM's config has, for ALiBi models)");
+    if (m.bloom && (m.gelu == Gelu::Erf || m.gelu == Gelu::OnnxErf))
+        why.push_back(std::string("--no-bias-gelu-fusion") + (m.gelu == Gelu::OnnxErf ? " with --onnx-safe" : "") +
+                      " (args.bias_gelu_fusion false): the MLP computes the exact erf GeLU; transformers' BLOOM always computes "
+                      "the tanh approximation");
+    return why;
+}
+
 // Reads Megatron's args, checks the layer files against them and settles the architecture.
 ModelArgs read_model_args(const DsCheckpoint& ck, HfModelType requested) {
     const std::string& where = ck.directory();
@@ -248,8 +297,6 @@ ModelArgs read_model_args(const DsCheckpoint& ck, HfModelType requested) {
     check_layer_files(ck, m.num_layers);
     if (m.hidden_size % m.num_heads != 0)
         throw Error(where + ": hidden_size " + std::to_string(m.hidden_size) + " is not a multiple of num_attention_heads");
-    if (const auto* glu = ck.arg("glu_activation"); glu && !glu->is_none())
-        throw Error(where + ": GLU models (args.glu_activation) have no GPT2 or BLOOM equivalent");
     m.position_embedding = position_embedding_type(ck);
     m.embed_layernorm = bool_arg(ck, "embed_layernorm", false);
     const std::string& pos = m.position_embedding;
@@ -264,6 +311,13 @@ ModelArgs read_model_args(const DsCheckpoint& ck, HfModelType requested) {
         throw Error(where + ": GPT2 needs learned absolute position embeddings, the checkpoint has " + pos +
                     (pos == "alibi" && embed_ln ? std::string(" (use --model-type bloom)") : std::string(" (no GPT2 or BLOOM equivalent)")));
     m.fold_embed_ln = !m.bloom && embed_ln;
+    m.gelu = gelu_kind(ck);
+    m.post_ln = bool_arg(ck, "apply_residual_connection_post_layernorm", false);
+    if (const auto why = unsupported_variants(ck, m); !why.empty()) {
+        std::string all;
+        for (const auto& w : why) all += (all.empty() ? "" : "; ") + w;
+        throw Error(where + ": cannot export this model as " + (m.bloom ? "BLOOM" : "GPT2") + " without changing what it computes: " + all);
+    }
     return m;
 }
 
@@ -461,15 +515,14 @@ nlohmann::ordered_json make_config(const DsCheckpoint& ck, const ModelArgs& m, D
                 {"initializer_range", float_arg(ck, "init_method_std", 0.02)},
                 {"hidden_dropout", float_arg(ck, "hidden_dropout", 0.0)},
                 {"attention_dropout", float_arg(ck, "attention_dropout", 0.0)},
-                {"apply_residual_connection_post_layernorm", false},
+                {"apply_residual_connection_post_layernorm", m.post_ln},
                 {"pretraining_tp", ck.tp()},
                 {"slow_but_exact", false},
                 {"bos_token_id", 1},
                 {"eos_token_id", 2},
                 {"use_cache", true},
                 {"torch_dtype", torch_dtype_name(dtype)}};
-    // Megatron's default fused bias-GeLU is the tanh approximation = transformers' gelu_fast.
-    const char* act = bool_arg(ck, "bias_gelu_fusion", true) ? "gelu_fast" : bool_arg(ck, "openai_gelu", false) ? "gelu_new" : "gelu";
+    const char* act = gpt2_activation(m.gelu);
     // GPT-2 BPE files with <|endoftext|>: that token begins and ends texts.
     const bool eos = tokenizer.kind == hf_detail::TokenizerFiles::Kind::Gpt2Bpe && tokenizer.eos_id;
     const nlohmann::ordered_json eos_id = eos ? nlohmann::ordered_json(*tokenizer.eos_id) : nlohmann::ordered_json(nullptr);
@@ -566,6 +619,9 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
 
     // Everything is read and checked before anything is written: args, tensors, tokenizer.
     const ModelArgs m = read_model_args(ck, options.model_type);
+    if (m.gelu == Gelu::OnnxErf)
+        note("--onnx-safe: BMD's erf_gelu divides by 1.41421 where F.gelu uses sqrt(2); exported as \"gelu\" (outputs differ by "
+             "about 1e-6 relative)");
     const std::vector<Entry> entries = plan_tensors(ck, m, note);
     const std::int64_t rows = embedding_rows(ck, m, entries);
     const auto tokenizer = hf_detail::find_tokenizer(ck, options, note);

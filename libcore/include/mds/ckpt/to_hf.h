@@ -3,7 +3,9 @@
 // Megatron's sizes and the activation of its GeLU (gelu_fast for the default fused bias-GeLU),
 // safetensors weights (one file, or shards + model.safetensors.index.json), tokenizer files. Tensors
 // are merged over TP, renamed and laid out one at a time and streamed to disk: peak memory stays
-// near the largest single tensor.
+// near the largest single tensor. Model variants of the args that the architecture cannot compute
+// (GLU, --kv-channels, post-LayerNorm residuals for GPT2, an erf GeLU for BLOOM) are refused, naming
+// the flag (docs/mds-ckpt-to-hf.md "Model variants"); BLOOM's post-LN is exported.
 #pragma once
 
 #include <cstdint>

@@ -17,6 +17,7 @@
 #include "mds/flags/train_tokenizer.h"
 #include "mds/trainer/trainer.h"
 #include "mds/util/cli.h"
+#include "mds/util/error.h"  // UsageError
 #include "mds/util/tool.h"
 
 int main(int argc, char** argv) {
@@ -55,6 +56,13 @@ int main(int argc, char** argv) {
 
         run.launch = mds::dist::detect_launch();
         if (run.launch.launcher != "none") args.parallel.world_size = run.launch.world_size;
+        // --local_rank (torch.distributed.launch): BMD asserts it is rank % GPUs; mds picks the device from
+        // the launcher's local rank, so the two must agree.
+        if (args.parallel.local_rank && *args.parallel.local_rank != run.launch.local_rank)
+            throw mds::UsageError("--local_rank " + std::to_string(*args.parallel.local_rank) +
+                                  ": expected this process's local rank, " + std::to_string(run.launch.local_rank) +
+                                  (run.launch.launcher == "none" ? " (no launcher in the environment)"
+                                                                 : " (" + run.launch.source + ")"));
         for (const auto& w : mds::flags::resolve_train_args(args)) mds::print_warning(w);
         if (args.data.split) (void)mds::data::parse_split(*args.data.split);  // "100,-50,50": usage error now
         if (dry.enabled) {

@@ -910,7 +910,7 @@ def _stand_in_modules(torch):
     def forward_affine(input, normalized_shape, weight, bias, eps):
         out, mean, invvar = torch.native_layer_norm(input.float(), list(normalized_shape), weight.float(),
                                                     bias.float(), eps)
-        return out.to(input.dtype), mean, invvar
+        return out.to(weight.dtype), mean, invvar  # the kernel writes gamma's dtype (fp32 input, bf16 weights: bf16)
 
     def backward_affine(dout, mean, invvar, input, normalized_shape, weight, bias, eps):
         gi, gw, gb = torch.ops.aten.native_layer_norm_backward(

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docs/mds-train.md's flag tables are what `mds-train --print-flags-markdown` prints from the flag
-# table (libcore/src/flags/flag_rows.cpp): regenerate the block between the markers after a row edit.
+# table (libcore/src/flags/flag_rows.cpp): regenerate the block after a row edit with scripts/gen_flags_doc.sh.
 set -euo pipefail
 page="$MDS_SOURCE_DIR/docs/mds-train.md"
 if [[ ! -x "$MDS_BIN/mds-train" ]]; then echo "skipped: no $MDS_BIN/mds-train (a build without LibTorch)"; exit 77; fi
@@ -12,7 +12,7 @@ if [[ -z "$have" ]]; then echo "FAIL: docs/mds-train.md has no generated flags b
 # The block holds the output plus one blank line after the begin marker and before the end marker.
 if [[ "$(printf '%s\n' "$have" | sed '1{/^$/d}' | sed '${/^$/d}')" != "$want" ]]; then
   diff <(printf '%s\n' "$want") <(printf '%s\n' "$have" | sed '1{/^$/d}' | sed '${/^$/d}') | head -40
-  echo "FAIL: docs/mds-train.md's flag tables differ from mds-train --print-flags-markdown"
+  echo "FAIL: docs/mds-train.md's flag tables differ from mds-train --print-flags-markdown (run scripts/gen_flags_doc.sh)"
   exit 1
 fi
 echo "docs/mds-train.md flag tables match mds-train --print-flags-markdown"

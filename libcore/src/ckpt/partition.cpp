@@ -195,13 +195,15 @@ std::vector<int> partition_pipe_specs(const std::vector<PipeSpec>& specs, const 
 }
 
 GptShardParameters gpt_shard_parameters(std::int64_t hidden_size, std::int64_t ffn_hidden_size, std::int64_t padded_vocab_size,
-                                        std::int64_t position_rows, bool embed_layernorm, std::int64_t tp) {
-    const std::int64_t h = hidden_size, f = ffn_hidden_size;
+                                        std::int64_t position_rows, bool embed_layernorm, std::int64_t tp,
+                                        std::int64_t projection_size, bool glu) {
+    const std::int64_t h = hidden_size, f = ffn_hidden_size, p = projection_size > 0 ? projection_size : hidden_size;
+    const std::int64_t g = glu ? 2 : 1;
     const auto split = [tp](std::int64_t n) { return (n + tp - 1) / tp; };
     GptShardParameters s;
-    // QKV 3h² + 3h, attention output h², MLP h·f + f and f·h: split; attention output bias h,
-    // MLP output bias h and two LayerNorms 4h: whole.
-    s.block = split(4 * h * h + 2 * h * f + 3 * h + f) + 6 * h;
+    // QKV 3p·h + 3p, attention output h·p, MLP g·f·h + g·f and f·h (p = kv-channels × heads, g = 2
+    // with a GLU): split; attention output bias h, MLP output bias h and two LayerNorms 4h: whole.
+    s.block = split(3 * p * h + 3 * p + h * p + g * f * h + g * f + f * h) + 6 * h;
     s.embedding = split(padded_vocab_size * h) + position_rows * h + (embed_layernorm ? 2 * h : 0);
     s.final_norm = 2 * h;
     return s;

@@ -116,6 +116,14 @@ DeepSpeedConfig parse_deepspeed_config(const json& root, const std::string& sour
         config.overlap_comm = zero->boolean("overlap_comm");
         config.reduce_bucket_size = zero->integer("reduce_bucket_size");
         if (config.reduce_bucket_size && *config.reduce_bucket_size < 1) zero->fail("reduce_bucket_size", "expected a positive number of elements");
+        // ZeRO-Offload's optimizer half (mds-train's --cpu-optimizer); NVMe offload is not implemented.
+        if (auto off = zero->section("offload_optimizer")) {
+            config.offload_optimizer_device = off->string("device").value_or("none");
+            if (*config.offload_optimizer_device != "none" && *config.offload_optimizer_device != "cpu")
+                off->fail("device", "\"" + *config.offload_optimizer_device + "\" is not supported by mds-train (\"cpu\" or \"none\")");
+            config.offload_optimizer_pin_memory = off->boolean("pin_memory");
+            off->finish();
+        }
         zero->finish();
     }
     if (auto fp16 = top.section("fp16")) {
@@ -166,6 +174,9 @@ DeepSpeedConfig parse_deepspeed_config(const json& root, const std::string& sour
         cl->finish();
         config.curriculum_learning = c;
     }
+    // DeepSpeed refuses offload with a client optimizer (Megatron's) unless this is false; mds has no
+    // such distinction, so it is read and has no effect.
+    config.zero_force_ds_cpu_optimizer = top.boolean("zero_force_ds_cpu_optimizer");
     config.steps_per_print = top.integer("steps_per_print").value_or(10);
     config.wall_clock_breakdown = top.boolean("wall_clock_breakdown").value_or(false);
     top.finish();

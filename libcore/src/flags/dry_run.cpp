@@ -193,6 +193,8 @@ observe::ModelShape model_shape(const ModelArgs& m, std::int64_t padded_vocab) {
     shape.max_position_embeddings =
         m.position_embedding_type == "absolute" ? m.max_positions() : 0;
     shape.embedding_layernorm = m.embed_layernorm;
+    shape.glu_activation = m.glu_activation.has_value();
+    shape.projection_size = m.kv() * m.num_attention_heads;
     return shape;
 }
 
@@ -290,6 +292,13 @@ void plan_precision(const TrainArgs& args, const DryRunOptions& options, DryRunR
     r.gradient_bytes_per_parameter = mixed ? 2 : 4;
     r.optimizer_bytes_per_parameter = mixed ? 12 : 8;
     r.optimizer_partitions = ckpt::ds_partitions_optimizer_states(r.zero_stage, o.bf16) ? r.data_parallel_size : 1;
+    // Offloaded (docs/cpu-optimizer.md), the GPU keeps only the model's weights and gradients; the host
+    // keeps the fp32 masters (a copy even in fp32), both moments and an fp32 copy of the gradients.
+    r.host_optimizer = args.parallel.host_optimizer();
+    if (r.host_optimizer) {
+        r.host_optimizer_bytes_per_parameter = 16;
+        r.optimizer_bytes_per_parameter = 0;
+    }
 }
 
 // Activation bytes a stage of `stage_layers` blocks keeps with `in_flight` micro batches.
@@ -322,7 +331,8 @@ void plan_stages(const TrainArgs& args, DryRunReport& r) {
     const std::int64_t positions =
         m.position_embedding_type == "absolute" ? m.max_positions() : 0;
     const auto sharded = ckpt::gpt_shard_parameters(m.hidden_size, r.ffn_hidden_size, r.padded_vocab_size, positions,
-                                                    m.embed_layernorm, t);
+                                                    m.embed_layernorm, t, m.kv() * m.num_attention_heads,
+                                                    m.glu_activation.has_value());
     std::vector<ckpt::GptStageCut> cuts;
     try {
         cuts = ckpt::gpt_stage_cuts(m.num_layers, static_cast<int>(pp), args.parallel.pp_partition_method.value_or("type:transformer"),
@@ -345,6 +355,7 @@ void plan_stages(const TrainArgs& args, DryRunReport& r) {
         st.weights_bytes = st.parameters * r.weight_bytes_per_parameter;
         st.gradients_bytes = st.parameters * r.gradient_bytes_per_parameter;
         st.optimizer_bytes = ceil_div(st.parameters * r.optimizer_bytes_per_parameter, r.optimizer_partitions);
+        st.host_optimizer_bytes = ceil_div(st.parameters * r.host_optimizer_bytes_per_parameter, r.optimizer_partitions);
         const double activations = stage_activations(args, r, st.num_layers, st.in_flight_micro_batches, per_layer) + (last ? logits : 0.0);
         st.activations_bytes = static_cast<std::int64_t>(std::ceil(activations));
         st.total_bytes = st.weights_bytes + st.gradients_bytes + st.optimizer_bytes + st.activations_bytes;
@@ -469,9 +480,18 @@ void format_memory(std::ostream& out, const DryRunReport& r) {
         << (r.stages.size() > 1 ? " (" + big.name + " stage)" : std::string()) << "\n";
     out << "  bytes per parameter: weights " << r.weight_bytes_per_parameter << ", gradients "
         << r.gradient_bytes_per_parameter << ", optimizer " << r.optimizer_bytes_per_parameter;
-    if (r.optimizer_partitions > 1)
+    if (r.optimizer_partitions > 1 && !r.host_optimizer)
         out << " / DP " << r.data_parallel_size << (r.zero_stage == 1 ? " (ZeRO-1)" : " (BF16 optimizer)");
+    if (r.host_optimizer) out << " (on the host)";
     out << "\n";
+    if (r.host_optimizer) {
+        out << "  host memory per rank (--cpu-optimizer): " << gib(big.host_optimizer_bytes)
+            << " GiB of optimizer states: fp32 master weights, Adam moments, fp32 gradient copy, "
+            << r.host_optimizer_bytes_per_parameter << " bytes per parameter";
+        if (r.optimizer_partitions > 1)
+            out << " / DP " << r.data_parallel_size << (r.zero_stage == 1 ? " (ZeRO-1)" : " (BF16 optimizer)");
+        out << (r.stages.size() > 1 ? " (" + big.name + " stage)" : std::string()) << "\n";
+    }
     out << "  activations (Korthikanti et al. 2022): " << (r.checkpoint_activations ? "full recomputation, " : "")
         << r.stages.front().in_flight_micro_batches << " micro batch"
         << (r.stages.front().in_flight_micro_batches == 1 ? "" : "es") << " in flight on the first stage"
@@ -517,6 +537,7 @@ nlohmann::json dry_run_json(const DryRunReport& r) {
                           {"weights_bytes", st.weights_bytes},
                           {"gradients_bytes", st.gradients_bytes},
                           {"optimizer_bytes", st.optimizer_bytes},
+                          {"host_optimizer_bytes", st.host_optimizer_bytes},
                           {"activations_bytes", st.activations_bytes},
                           {"total_bytes", st.total_bytes}});
     const auto optional_number = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
@@ -545,6 +566,7 @@ nlohmann::json dry_run_json(const DryRunReport& r) {
           {"precision", r.precision},
           {"zero_stage", r.zero_stage},
           {"optimizer_partitions", r.optimizer_partitions},
+          {"host_optimizer", r.host_optimizer},
           {"checkpoint_activations", r.checkpoint_activations},
           {"checkpoint_num_layers", r.checkpoint_num_layers},
           {"attention_scores_materialized", r.attention_scores_materialized}}},
@@ -552,7 +574,8 @@ nlohmann::json dry_run_json(const DryRunReport& r) {
          {{"bytes_per_parameter",
            {{"weights", r.weight_bytes_per_parameter},
             {"gradients", r.gradient_bytes_per_parameter},
-            {"optimizer", r.optimizer_bytes_per_parameter}}},
+            {"optimizer", r.optimizer_bytes_per_parameter},
+            {"host_optimizer", r.host_optimizer_bytes_per_parameter}}},
           {"stages", stages},
           {"largest_stage", r.stages[r.largest_stage].name},
           {"per_gpu_bytes", r.stages[r.largest_stage].total_bytes}}},

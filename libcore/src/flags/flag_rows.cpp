@@ -12,7 +12,6 @@ namespace {
 #define MDS_SLOT(member) [](TrainArgs& a) -> FlagSlot { return &a.member; }
 
 const std::string kRefused = "Megatron flags not supported";
-const std::string kUndeclared = "Megatron flags not declared by mds-train";
 const std::vector<std::string> kLogLevels{"debug", "info", "warning", "error", "critical"};
 
 void model_rows(std::vector<FlagRow>& t) {
@@ -26,6 +25,11 @@ void model_rows(std::vector<FlagRow>& t) {
                  .bmd_value = "None", .py = PyForm::Derived, .slot = MDS_SLOT(model.ffn_hidden_size)});
     t.push_back({.names = "--num-attention-heads", .group = g, .help = "Number of attention heads (required)",
                  .key = "num_attention_heads", .bmd_value = "None", .slot = MDS_SLOT(model.num_attention_heads)});
+    t.push_back({.names = "--kv-channels", .group = g,
+                 .help = "Size of each attention head's query, key and value [default: --hidden-size / --num-attention-heads]",
+                 .key = "kv_channels", .bmd_value = "None", .py = PyForm::Derived, .slot = MDS_SLOT(model.kv_channels),
+                 .doc = "(Q, K, V and the attention output's input are kv-channels × heads wide, which may differ from "
+                        "--hidden-size: query_key_value is [3·heads·kv, hidden], dense [hidden, heads·kv])"});
     t.push_back({.names = "--seq-length", .group = g, .help = "Tokens per training sample (required)",
                  .key = "seq_length", .bmd_value = "None", .slot = MDS_SLOT(model.seq_length),
                  .tools = kToolTrain | kToolSampleIndex});
@@ -50,6 +54,35 @@ void model_rows(std::vector<FlagRow>& t) {
                  .slot = MDS_SLOT(model.position_embedding_type), .choices = {"absolute", "rotary", "alibi"}});
     t.push_back({.names = "--embed-layernorm", .group = g, .help = "Layer norm right after the word embeddings (BLOOM)",
                  .key = "embed_layernorm", .bmd_value = "False", .slot = MDS_SLOT(model.embed_layernorm)});
+    t.push_back({.names = "--glu-activation", .group = g,
+                 .help = "GLU activation of the MLP (needs --no-bias-gelu-fusion): dense_h_to_4h gets 2 × --ffn-hidden-size "
+                         "outputs, x1 · act(x2) of its halves",
+                 .key = "glu_activation", .bmd_value = "None", .slot = MDS_SLOT(model.glu_activation),
+                 .choices = {"geglu", "liglu", "reglu", "swiglu"},
+                 .doc = "(act: GeLU (erf), identity, ReLU, SiLU; with tensor parallelism each rank chunks its own "
+                        "output, so a rank's dense_h_to_4h shard is [its x1 rows; its x2 rows], as in BMD's files)"});
+    t.push_back({.names = "--no-bias-gelu-fusion", .group = g,
+                 .help = "MLP activation without Megatron's fused bias GeLU (tanh approximation): torch's exact GeLU, or "
+                         "--glu-activation, --openai-gelu, --onnx-safe",
+                 .key = "bias_gelu_fusion", .bmd_value = "True", .slot = MDS_SLOT(model.bias_gelu_fusion), .store = false});
+    t.push_back({.names = "--openai-gelu", .group = g,
+                 .help = "OpenAI's tanh GeLU formula (only with --no-bias-gelu-fusion, as in BMD, and no --glu-activation)",
+                 .key = "openai_gelu", .bmd_value = "False", .slot = MDS_SLOT(model.openai_gelu)});
+    t.push_back({.names = "--onnx-safe", .group = g,
+                 .help = "Megatron's erf_gelu, x·0.5·(erf(x/1.41421)+1) (only with --no-bias-gelu-fusion and neither "
+                         "--glu-activation nor --openai-gelu); any non-empty value is true, as argparse's type=bool",
+                 .key = "onnx_safe", .bmd_value = "None", .py = PyForm::Derived, .slot = MDS_SLOT(model.onnx_safe)});
+    t.push_back({.names = "--apply-residual-connection-post-layernorm", .group = g,
+                 .help = "Take each residual connection from the LayerNorm's output instead of its input",
+                 .key = "apply_residual_connection_post_layernorm", .bmd_value = "False",
+                 .slot = MDS_SLOT(model.apply_residual_connection_post_layernorm)});
+    t.push_back({.names = "--init-method-xavier-uniform", .group = g,
+                 .help = "Xavier-uniform initialization of Megatron's ViT model (accepted for compatibility; no effect in "
+                         "mds)",
+                 .status = FlagStatus::NoEffect,
+                 .why = "only BMD's ViT model reads it; its GPT model initializes with --init-method-std whatever it says",
+                 .key = "init_method_xavier_uniform", .bmd_value = "False",
+                 .slot = MDS_SLOT(model.init_method_xavier_uniform)});
     t.push_back({.names = "--layernorm-epsilon", .group = g, .help = "Layer norm epsilon", .key = "layernorm_epsilon",
                  .bmd_value = "1e-05", .slot = MDS_SLOT(model.layernorm_epsilon)});
     t.push_back({.names = "--attention-dropout", .group = g, .help = "Dropout on the attention probabilities",
@@ -74,7 +107,9 @@ void model_rows(std::vector<FlagRow>& t) {
     t.push_back({.names = "--abort-on-unmet-fused-kernel-constraints", .group = g,
                  .help = "Megatron's: fail when a fused kernel's constraints are unmet (accepted for compatibility; no effect in "
                          "mds, which has no fused kernels)",
-                 .status = FlagStatus::NoEffect, .key = "abort_on_unmet_fused_kernel_constraints", .bmd_value = "False",
+                 .status = FlagStatus::NoEffect,
+                 .why = "mds has no fused kernels, so no constraint of one can be unmet",
+                 .key = "abort_on_unmet_fused_kernel_constraints", .bmd_value = "False",
                  .slot = MDS_SLOT(model.abort_on_unmet_fused_kernel_constraints)});
 }
 
@@ -136,12 +171,59 @@ void data_rows(std::vector<FlagRow>& t) {
                  .choices = {"mmap", "infer"}, .tools = kToolTrain | kToolSampleIndex});
     t.push_back({.names = "--num-workers", .group = g,
                  .help = "Data loader workers for training (accepted for compatibility; no effect in mds)",
-                 .status = FlagStatus::NoEffect, .key = "num_workers", .bmd_value = "2",
+                 .status = FlagStatus::NoEffect,
+                 .why = "BMD's torch DataLoader worker processes only prefetch; the batches are the same",
+                 .key = "num_workers", .bmd_value = "2",
                  .slot = MDS_SLOT(data.num_workers)});
     t.push_back({.names = "--valid-num-workers", .group = g,
                  .help = "Data loader workers for validation (accepted for compatibility; no effect in mds)",
-                 .status = FlagStatus::NoEffect, .key = "valid_num_workers", .bmd_value = "2",
+                 .status = FlagStatus::NoEffect,
+                 .why = "BMD's torch DataLoader worker processes only prefetch; the batches are the same",
+                 .key = "valid_num_workers", .bmd_value = "2",
                  .slot = MDS_SLOT(data.valid_num_workers)});
+    t.push_back({.names = "--eod-mask-loss", .group = g,
+                 .help = "No loss at positions whose input token is the tokenizer's end-of-document token",
+                 .key = "eod_mask_loss", .bmd_value = "False", .slot = MDS_SLOT(data.eod_mask_loss),
+                 .doc = "(see docs/data-flags.md)"});
+    t.push_back({.names = "--reset-position-ids", .group = g,
+                 .help = "Position ids restart at 0 after each end-of-document token inside a sample (absolute position "
+                         "embeddings; ALiBi has none)",
+                 .key = "reset_position_ids", .bmd_value = "False", .slot = MDS_SLOT(data.reset_position_ids),
+                 .doc = "(see docs/data-flags.md)"});
+    t.push_back({.names = "--reset-attention-mask", .group = g,
+                 .help = "Attention within each document (accepted for compatibility; no effect, as in Megatron-DeepSpeed)",
+                 .status = FlagStatus::NoEffect,
+                 .why = "pretrain_gpt.py builds the mask, but with --deepspeed it sets pretrain_causal_attention and "
+                        "GPTModelPipe's EmbeddingPipe drops it: every layer attends causally across documents",
+                 .key = "reset_attention_mask", .bmd_value = "False", .slot = MDS_SLOT(data.reset_attention_mask)});
+    t.push_back({.names = "--dataloader-type", .group = g,
+                 .help = "single: samples in order (Megatron's pretraining sampler); cyclic: each data-parallel rank's "
+                         "share shuffled anew every epoch (Megatron's random sampler) [default: single]",
+                 .key = "dataloader_type", .bmd_value = "'single'", .py = PyForm::Str,
+                 .slot = MDS_SLOT(data.dataloader_type), .choices = {"single", "cyclic"},
+                 .doc = "(cyclic: no validation or test sets, as BMD's evaluation fails with it; see docs/data-flags.md)"});
+    t.push_back({.names = "--skip-train-iteration-range", .group = g,
+                 .help = "START-END ...: at iteration START, skip the data up to iteration END as BMD does (END - "
+                         "iteration micro batches; the iteration count does not move)",
+                 .key = "skip_train_iteration_range", .bmd_value = "None",
+                 .slot = MDS_SLOT(data.skip_train_iteration_range), .doc = "(see docs/data-flags.md)"});
+    t.push_back({.names = "--vocab-extra-ids", .group = g,
+                 .help = "Adds <extra_id_0> ... <extra_id_{N-1}> to a PretrainedFromHF tokenizer's vocabulary (those "
+                         "it lacks); GPT2BPETokenizer ignores it, as Megatron's does",
+                 .key = "vocab_extra_ids", .bmd_value = "0", .slot = MDS_SLOT(data.vocab_extra_ids)});
+    t.push_back({.names = "--loss-on-targets-only", .group = g,
+                 .help = "Loss on the targets of a prefix-LM only (accepted for compatibility; no effect in mds)",
+                 .status = FlagStatus::NoEffect,
+                 .why = "pretrain_gpt.py passes prefix_indices=None to get_ltor_masks_and_position_ids, which then never "
+                        "reads it (pretrain_prefix_lm.py does)", .key = "loss_on_targets_only", .bmd_value = "False",
+                 .slot = MDS_SLOT(data.loss_on_targets_only)});
+    t.push_back({.names = "--reweight-loss-based-on-position-frequency", .group = g,
+                 .help = "Prefix-LM loss weighting by position (accepted for compatibility; no effect in mds)",
+                 .status = FlagStatus::NoEffect,
+                 .why = "read only by the prefix-LM loss (GPTModelPipe's CrossEntropy with is_prefix, "
+                        "pretrain_prefix_lm.py); pretrain_gpt.py builds the causal model",
+                 .key = "reweight_loss_based_on_position_frequency",
+                 .bmd_value = "False", .slot = MDS_SLOT(data.reweight_loss_based_on_position_frequency)});
 }
 
 void batch_rows(std::vector<FlagRow>& t) {
@@ -163,6 +245,12 @@ void batch_rows(std::vector<FlagRow>& t) {
     t.push_back({.names = "--train-samples", .group = g, .help = "Samples to train (excludes --train-iters)",
                  .key = "train_samples", .bmd_value = "None", .slot = MDS_SLOT(length.train_samples),
                  .tools = kToolTrain | kToolSampleIndex});
+    t.push_back({.names = "--train-tokens", .group = g,
+                 .help = "Tokens to train (accepted for compatibility; no effect in mds)",
+                 .status = FlagStatus::NoEffect,
+                 .why = "Megatron-DeepSpeed defines it but reads it nowhere: training length is --train-iters or "
+                        "--train-samples", .key = "train_tokens", .bmd_value = "None",
+                 .slot = MDS_SLOT(length.train_tokens)});
 }
 
 void optimizer_rows(std::vector<FlagRow>& t) {
@@ -207,11 +295,25 @@ void optimizer_rows(std::vector<FlagRow>& t) {
                  .slot = MDS_SLOT(optimizer.adam_eps)});
     t.push_back({.names = "--sgd-momentum", .group = g,
                  .help = "SGD momentum (accepted for compatibility; no effect in mds)", .status = FlagStatus::NoEffect,
-                 .key = "sgd_momentum", .bmd_value = "0.9", .slot = MDS_SLOT(optimizer.sgd_momentum)});
+                 .why = "read only by --optimizer sgd, which mds refuses", .key = "sgd_momentum", .bmd_value = "0.9",
+                 .slot = MDS_SLOT(optimizer.sgd_momentum)});
     t.push_back({.names = "--weight-decay", .group = g, .help = "Decoupled weight decay", .key = "weight_decay",
                  .bmd_value = "0.01", .slot = MDS_SLOT(optimizer.weight_decay)});
     t.push_back({.names = "--clip-grad", .group = g, .help = "Clip gradients to this global L2 norm (0: off)",
                  .key = "clip_grad", .bmd_value = "1.0", .slot = MDS_SLOT(optimizer.clip_grad)});
+    t.push_back({.names = "--cpu-optimizer", .group = g,
+                 .help = "Keep the fp32 master weights and Adam moments in host memory and run the optimizer step on "
+                         "the host (ZeRO-Offload's optimizer offload; same as the DeepSpeed config's "
+                         "zero_optimization.offload_optimizer.device \"cpu\")",
+                 .key = "cpu_optimizer", .bmd_value = "False", .slot = MDS_SLOT(parallel.cpu_optimizer),
+                 .doc = "BMD's own flag raises NotImplementedError; its offload comes from the DeepSpeed config, which "
+                        "mds-train reads too. Same curves as without it ([cpu-optimizer.md](cpu-optimizer.md))"});
+    t.push_back({.names = "--cpu_torch_adam", .group = g,
+                 .help = "Use torch's AdamW for the host step (accepted for compatibility; no effect in mds, whose host "
+                         "step is always torch's fused AdamW)",
+                 .status = FlagStatus::NoEffect, .key = "cpu_torch_adam", .bmd_value = "False",
+                 .slot = MDS_SLOT(parallel.cpu_torch_adam),
+                 .doc = "BMD parses it and reads it nowhere ([cpu-optimizer.md](cpu-optimizer.md))"});
     t.push_back({.names = "--seed", .group = g, .help = "Random seed", .key = "seed", .bmd_value = "1234",
                  .slot = MDS_SLOT(seed), .tools = kToolTrain | kToolSampleIndex});
 }
@@ -237,6 +339,35 @@ void precision_rows(std::vector<FlagRow>& t) {
                  .slot = MDS_SLOT(optimizer.loss_scale_window)});
     t.push_back({.names = "--hysteresis", .group = g, .help = "Overflows tolerated before the scale shrinks",
                  .key = "hysteresis", .bmd_value = "2", .py = PyForm::Derived, .slot = MDS_SLOT(optimizer.hysteresis)});
+    t.push_back({.names = "--fp32-residual-connection", .group = g,
+                 .help = "Keep the hidden states between the layers, and so the residual sums, in fp32 (needs --fp16 or "
+                         "--bf16)",
+                 .key = "fp32_residual_connection", .bmd_value = "False", .slot = MDS_SLOT(model.fp32_residual_connection),
+                 .doc = "(as BMD's GPTModelPipe: the embedding output turns fp32, the LayerNorms take fp32 and return the "
+                        "model dtype, pipeline stages exchange fp32 activations)"});
+    t.push_back({.names = "--no-query-key-layer-scaling", .group = g,
+                 .help = "Do not scale Q·Kᵀ by 1 / layer number before the softmax (accepted; no effect in mds, see below)",
+                 .status = FlagStatus::NoEffect, .key = "apply_query_key_layer_scaling", .bmd_value = "True",
+                 .slot = MDS_SLOT(model.apply_query_key_layer_scaling), .store = false,
+                 .doc = "(BMD divides the scores by the layer number and its softmax multiplies them back: the same "
+                        "function, and the same numbers in fp32; in fp16 / bf16 only the rounding of the half-precision "
+                        "scores moves. mds computes the scores once, scaled by 1/sqrt(head size), softmax in fp32, as "
+                        "Megatron's fused softmax kernel does)"});
+    t.push_back({.names = "--attention-softmax-in-fp32", .group = g,
+                 .help = "Attention softmax in fp32 (accepted; no effect in mds, whose attention softmax is always in "
+                         "fp32)",
+                 .status = FlagStatus::NoEffect, .key = "attention_softmax_in_fp32", .bmd_value = "False",
+                 .slot = MDS_SLOT(model.attention_softmax_in_fp32),
+                 .doc = "(in BMD it matters only on the unfused softmax path in fp16 / bf16; query-key layer scaling, on by "
+                        "default, turns it on, and the fused kernel BigScience's shapes take computes in fp32)"});
+    t.push_back({.names = "--fp16-lm-cross-entropy", .group = g,
+                 .help = "Cross entropy on fp16 logits (needs --fp16; accepted, no effect: BMD's pipeline model turns the "
+                         "logits to fp32 before the loss, as mds does)",
+                 .status = FlagStatus::NoEffect, .key = "fp16_lm_cross_entropy", .bmd_value = "False",
+                 .slot = MDS_SLOT(model.fp16_lm_cross_entropy),
+                 .doc = "(only BMD's non-pipeline GPTModel, built without --deepspeed, reads it; under --deepspeed, "
+                        "as BigScience trained, GPTModelPipe appends float16_to_fp32 before the loss whatever it says. "
+                        "mds always computes that model's fp32 loss, also without --deepspeed)"});
 }
 
 void logging_rows(std::vector<FlagRow>& t) {
@@ -257,7 +388,8 @@ void logging_rows(std::vector<FlagRow>& t) {
                  .slot = MDS_SLOT(logging.tensorboard_log_interval)});
     t.push_back({.names = "--tensorboard-queue-size", .group = g,
                  .help = "Events buffered before a TensorBoard flush (accepted for compatibility; no effect in mds)",
-                 .status = FlagStatus::NoEffect, .key = "tensorboard_queue_size", .bmd_value = "1000",
+                 .status = FlagStatus::NoEffect, .why = "it only sets when TensorBoard events reach the disk",
+                 .key = "tensorboard_queue_size", .bmd_value = "1000",
                  .slot = MDS_SLOT(logging.tensorboard_queue_size)});
     t.push_back({.names = "--log-timers-to-tensorboard", .group = g, .help = "Write timers to TensorBoard",
                  .key = "log_timers_to_tensorboard", .bmd_value = "False",
@@ -321,6 +453,10 @@ void checkpoint_rows(std::vector<FlagRow>& t) {
     t.push_back({.names = "--finetune", .group = g,
                  .help = "Load only the weights from --load and start at iteration 0 (no optimizer, RNG or schedule "
                          "state)", .key = "finetune", .bmd_value = "False", .slot = MDS_SLOT(checkpoint.finetune)});
+    t.push_back({.names = "--universal-checkpoint", .group = g,
+                 .help = "--load is a universal checkpoint (the folder --load's latest_universal names: ds_to_universal.py, "
+                         "mds-ckpt-reshape --universal): resume it at any TP / PP / DP",
+                 .key = "universal_checkpoint", .bmd_value = "False", .slot = MDS_SLOT(checkpoint.universal_checkpoint)});
 }
 
 void parallel_rows(std::vector<FlagRow>& t) {
@@ -359,245 +495,199 @@ void parallel_rows(std::vector<FlagRow>& t) {
 
 // Megatron-DeepSpeed flags mds does not implement: giving one fails the parse with `why`; the
 // checkpoint records BMD's value. Those that take values first.
-void refused_rows(std::vector<FlagRow>& t) {
-    t.push_back({.names = "--batch-size", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "deprecated in Megatron; use --micro-batch-size", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--model-parallel-size", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "deprecated in Megatron; use --tensor-model-parallel-size", .bmd_value = "None",
-                 .py = PyForm::Fixed});
-    t.push_back({.names = "--warmup", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "deprecated in Megatron; use --lr-warmup-iters or --lr-warmup-samples", .bmd_value = "None",
-                 .py = PyForm::Fixed});
-    t.push_back({.names = "--num-layers-per-virtual-pipeline-stage", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "the interleaved pipeline schedule is not implemented",
-                 .key = "num_layers_per_virtual_pipeline_stage", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--train-tokens", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "token-based training length is not implemented; use --train-samples", .key = "train_tokens",
-                 .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--kv-channels", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "the head size is always --hidden-size / --num-attention-heads", .key = "kv_channels",
-                 .bmd_value = "None", .py = PyForm::Derived});
-    t.push_back({.names = "--glu-activation", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "GLU activations are not implemented (GeLU only)", .key = "glu_activation", .bmd_value = "None",
-                 .py = PyForm::Fixed});
-    t.push_back({.names = "--dataloader-type", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "mds has one data loader (Megatron's single)", .key = "dataloader_type",
-                 .bmd_value = "'single'", .py = PyForm::Fixed});
-    t.push_back({.names = "--skip-train-iteration-range", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "skipping iteration ranges is not implemented yet", .key = "skip_train_iteration_range",
-                 .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--remote-device", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "ZeRO offload is not implemented", .key = "remote_device", .bmd_value = "'none'",
-                 .py = PyForm::Fixed});
-    t.push_back({.names = "--zero-reduce-bucket-size", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "ZeRO-2/3 bucket settings are not implemented", .key = "zero_reduce_bucket_size",
-                 .bmd_value = "0.0", .py = PyForm::Fixed});
-    t.push_back({.names = "--zero-allgather-bucket-size", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "ZeRO-2/3 bucket settings are not implemented", .key = "zero_allgather_bucket_size",
-                 .bmd_value = "0.0", .py = PyForm::Fixed});
-    t.push_back({.names = "--DDP-impl", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "mds has one data-parallel implementation", .key = "DDP_impl", .bmd_value = "'local'",
-                 .py = PyForm::Fixed});
-    t.push_back({.names = "--vocab-extra-ids", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "extra sentinel tokens (T5) are not implemented", .key = "vocab_extra_ids", .bmd_value = "0",
-                 .py = PyForm::Fixed});
-    t.push_back({.names = "--encoder-seq-length", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "encoder-decoder models are not implemented", .key = "encoder_seq_length", .bmd_value = "None",
-                 .py = PyForm::Derived});
-    t.push_back({.names = "--decoder-seq-length", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "encoder-decoder models are not implemented", .key = "decoder_seq_length", .bmd_value = "None",
-                 .py = PyForm::Fixed});
+void refused_rows([[maybe_unused]] std::vector<FlagRow>& t) {  // none left now; the function stays for new ones
 }
 
 // Refused store_true flags (no value).
-void refused_switch_rows(std::vector<FlagRow>& t) {
-    t.push_back({.names = "--apply-residual-connection-post-layernorm", .group = kRefused,
-                 .status = FlagStatus::Refused, .why = "post-layernorm residuals are not implemented",
-                 .key = "apply_residual_connection_post_layernorm", .bmd_value = "False", .py = PyForm::Fixed,
-                 .takes_value = false});
-    t.push_back({.names = "--openai-gelu", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "only the tanh-approximated GeLU is implemented", .key = "openai_gelu", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--fp32-residual-connection", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "the residual stream is kept in the training dtype", .key = "fp32_residual_connection",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--init-method-xavier-uniform", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "only normal initialization is implemented", .key = "init_method_xavier_uniform",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--use-bnb-optimizer", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "bitsandbytes optimizers are not implemented", .key = "use_bnb_optimizer", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--cpu-optimizer", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "CPU optimizers are not implemented", .key = "cpu_optimizer", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--cpu_torch_adam", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "CPU optimizers are not implemented", .key = "cpu_torch_adam", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--universal-checkpoint", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "universal checkpoints are not implemented yet", .key = "universal_checkpoint",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--inference", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "mds-train only trains", .key = "inference", .bmd_value = "False", .py = PyForm::Fixed,
-                 .takes_value = false});
-    t.push_back({.names = "--adlr-autoresume", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "ADLR autoresume is NVIDIA-internal", .key = "adlr_autoresume", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--use-contiguous-buffers-in-ddp", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "mds has one data-parallel implementation", .key = "use_contiguous_buffers_in_ddp",
-                 .bmd_value = "False", .py = PyForm::Derived, .takes_value = false});
-    t.push_back({.names = "--reset-position-ids", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "position ids are never reset at document ends", .key = "reset_position_ids",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--reset-attention-mask", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "attention is never masked at document ends", .key = "reset_attention_mask",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--eod-mask-loss", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "the loss is never masked at end-of-document tokens", .key = "eod_mask_loss",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--loss-on-targets-only", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "prefix-LM losses are not implemented", .key = "loss_on_targets_only", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--reweight-loss-based-on-position-frequency", .group = kRefused,
-                 .status = FlagStatus::Refused, .why = "prefix-LM losses are not implemented",
-                 .key = "reweight_loss_based_on_position_frequency", .bmd_value = "False", .py = PyForm::Fixed,
-                 .takes_value = false});
-    t.push_back({.names = "--zero-reduce-scatter", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "ZeRO-2/3 settings are not implemented", .key = "zero_reduce_scatter", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--zero-contigious-gradients", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "ZeRO-2/3 settings are not implemented", .key = "zero_contigious_gradients",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--partition-activations", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "activation partitioning is not implemented", .key = "partition_activations",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--contigious-checkpointing", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "activation partitioning is not implemented", .key = "contigious_checkpointing",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--checkpoint-in-cpu", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "CPU activation checkpoints are not implemented", .key = "checkpoint_in_cpu",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--distribute-checkpointed-activations", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "activation partitioning is not implemented", .key = "distribute_checkpointed_activations",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--scattered-embeddings", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "ZeRO-3 features are not implemented", .key = "scattered_embeddings", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--split-transformers", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "ZeRO-3 features are not implemented", .key = "split_transformers", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--memory-centric-tiled-linear", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "ZeRO-3 features are not implemented", .key = "memory_centric_tiled_linear",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--no-masked-softmax-fusion", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "mds always computes what Megatron's fused path computes (with ATen ops; it has no fused kernels)", .key = "masked_softmax_fusion", .bmd_value = "True",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--no-bias-gelu-fusion", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "mds always computes what Megatron's fused path computes (with ATen ops; it has no fused kernels)", .key = "bias_gelu_fusion", .bmd_value = "True",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--no-bias-dropout-fusion", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "mds always computes what Megatron's fused path computes (with ATen ops; it has no fused kernels)", .key = "bias_dropout_fusion", .bmd_value = "True",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--no-query-key-layer-scaling", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "query-key layer scaling is always on in fp16", .key = "apply_query_key_layer_scaling",
-                 .bmd_value = "True", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--attention-softmax-in-fp32", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "not implemented yet", .key = "attention_softmax_in_fp32", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--accumulate-allreduce-grads-in-fp32", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "not implemented yet", .key = "accumulate_allreduce_grads_in_fp32", .bmd_value = "False",
-                 .py = PyForm::Derived, .takes_value = false});
-    t.push_back({.names = "--fp16-lm-cross-entropy", .group = kRefused, .status = FlagStatus::Refused,
-                 .why = "the cross entropy is computed in fp32", .key = "fp16_lm_cross_entropy", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
+void refused_switch_rows([[maybe_unused]] std::vector<FlagRow>& t) {  // none left now; the function stays for new ones
 }
 
-// BMD flags mds-train does not declare yet (issue 18: each becomes Supported, NoEffect or Refused):
-// unknown to the parser; the checkpoint records BMD's value (or the Namespace writer derives it).
-void undeclared_rows(std::vector<FlagRow>& t) {
-    t.push_back({.names = "--onnx-safe", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "onnx_safe",
-                 .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--bert-no-binary-head", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "bert_binary_head", .bmd_value = "True", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--eval-only", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "eval_only",
-                 .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--no-scatter-gather-tensors-in-pipeline", .group = kUndeclared,
-                 .status = FlagStatus::Undeclared, .key = "scatter_gather_tensors_in_pipeline", .bmd_value = "True",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--local_rank", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "local_rank",
-                 .bmd_value = "None", .py = PyForm::Derived});
-    t.push_back({.names = "--lazy-mpu-init", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "lazy_mpu_init", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--use-cpu-initialization", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "use_cpu_initialization", .bmd_value = "None", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--log-path", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "log_path",
-                 .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--retriever-seq-length", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "retriever_seq_length", .bmd_value = "256", .py = PyForm::Fixed});
-    t.push_back({.names = "--sample-rate", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "sample_rate",
-                 .bmd_value = "1.0", .py = PyForm::Fixed});
-    t.push_back({.names = "--mask-prob", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "mask_prob",
-                 .bmd_value = "0.15", .py = PyForm::Fixed});
-    t.push_back({.names = "--short-seq-prob", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "short_seq_prob", .bmd_value = "0.1", .py = PyForm::Fixed});
-    t.push_back({.names = "--mmap-warmup", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "mmap_warmup",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--noise-density", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "noise_density", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--mean-noise-span-length", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "mean_noise_span_length", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--adlr-autoresume-interval", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "adlr_autoresume_interval", .bmd_value = "1000", .py = PyForm::Fixed});
-    t.push_back({.names = "--ict-head-size", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "ict_head_size", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--biencoder-projection-dim", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "biencoder_projection_dim", .bmd_value = "0", .py = PyForm::Fixed});
-    t.push_back({.names = "--biencoder-shared-query-context-model", .group = kUndeclared,
-                 .status = FlagStatus::Undeclared, .key = "biencoder_shared_query_context_model", .bmd_value = "False",
-                 .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--ict-load", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "ict_load",
-                 .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--bert-load", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "bert_load",
-                 .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--titles-data-path", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "titles_data_path", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--query-in-block-prob", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "query_in_block_prob", .bmd_value = "0.1", .py = PyForm::Fixed});
-    t.push_back({.names = "--use-one-sent-docs", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "use_one_sent_docs", .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--evidence-data-path", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "evidence_data_path", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--retriever-report-topk-accuracies", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "retriever_report_topk_accuracies", .bmd_value = "[]", .py = PyForm::Fixed});
-    t.push_back({.names = "--retriever-score-scaling", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "retriever_score_scaling", .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--block-data-path", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "block_data_path", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--embedding-path", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "embedding_path", .bmd_value = "None", .py = PyForm::Fixed});
-    t.push_back({.names = "--indexer-batch-size", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "indexer_batch_size", .bmd_value = "128", .py = PyForm::Fixed});
-    t.push_back({.names = "--indexer-log-interval", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "indexer_log_interval", .bmd_value = "1000", .py = PyForm::Fixed});
-    t.push_back({.names = "--num-classes", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "num_classes",
-                 .bmd_value = "1000", .py = PyForm::Fixed});
-    t.push_back({.names = "--img-dim", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "img_dim",
-                 .bmd_value = "224", .py = PyForm::Fixed});
-    t.push_back({.names = "--num-channels", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "num_channels", .bmd_value = "3", .py = PyForm::Fixed});
-    t.push_back({.names = "--patch-dim", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "patch_dim",
-                 .bmd_value = "16", .py = PyForm::Fixed});
-    t.push_back({.names = "--use-pin-memory", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "use_pin_memory", .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--tile-factor", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "tile_factor",
-                 .bmd_value = "1", .py = PyForm::Fixed});
-    t.push_back({.names = "--synchronize-each-layer", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "synchronize_each_layer", .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--profile-backward", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "profile_backward", .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--deepscale", .group = kUndeclared, .status = FlagStatus::Undeclared, .key = "deepscale",
-                 .bmd_value = "False", .py = PyForm::Fixed, .takes_value = false});
-    t.push_back({.names = "--deepscale_config", .group = kUndeclared, .status = FlagStatus::Undeclared,
-                 .key = "deepscale_config", .bmd_value = "None", .py = PyForm::Fixed});
+// Flags that run or launch a job: --eval-only and --local_rank have BMD's meaning; --log-path
+// only names where BMD writes its arguments list.
+void running_rows(std::vector<FlagRow>& t) {
+    t.push_back({.names = "--eval-only", .group = "Logging and evaluation",
+                 .help = "VALUE: train no step; evaluate the validation and test sets once, as at the end of training, "
+                         "and exit without saving. Any non-empty VALUE is true (argparse's type=bool: even False)",
+                 .key = "eval_only", .bmd_value = "None", .py = PyForm::BoolOfStr, .slot = MDS_SLOT(logging.eval_only),
+                 .doc = "(BMD's pretrain with do_train off: the validation sets at iteration 0, \"the end of training "
+                        "for val data\", then the test sets; with --load, the loaded weights; see "
+                        "[flags-compat.md](flags-compat.md))"});
+    t.push_back({.names = "--log-path", .group = "Logging and evaluation",
+                 .help = "Folder of BMD's arguments file (no effect in mds: it writes no arguments file)",
+                 .status = FlagStatus::NoEffect,
+                 .why = "BMD writes its printed arguments list to args_<time>.txt there; mds-train prints no arguments "
+                        "list, and nothing it computes reads the flag",
+                 .key = "log_path", .bmd_value = "None"});
+    t.push_back({.names = "--local_rank,--local-rank", .group = "Parallelism and DeepSpeed",
+                 .help = "Local rank given by torch.distributed.launch: must be the local rank of the launcher's "
+                         "environment (LOCAL_RANK, SLURM_LOCALID, ...; 0 without a launcher)",
+                 .key = "local_rank", .bmd_value = "None", .py = PyForm::Derived, .slot = MDS_SLOT(parallel.local_rank),
+                 .doc = "(BMD asserts it equals rank % GPUs; mds picks each process's device from its local rank, so "
+                        "a different value fails the run, naming both)"});
+}
+
+// Switches that only choose how BMD computes, stores or times the same numbers, or that BMD
+// declares and never reads: accepted, and mds's numbers do not depend on them.
+void implementation_rows(std::vector<FlagRow>& t) {
+    const std::string g = "Implementation switches (no effect on mds's numbers)";
+    const auto row = [&](std::string names, std::string help, std::string why, std::string key, std::string bmd,
+                         bool takes_value = false, ArgType type = ArgType::Str, bool store = true,
+                         std::vector<std::string> choices = {}) {
+        t.push_back({.names = std::move(names), .group = g, .help = std::move(help) + " (no effect in mds)",
+                     .status = FlagStatus::NoEffect, .why = std::move(why), .key = std::move(key),
+                     .bmd_value = std::move(bmd), .store = store, .takes_value = takes_value,
+                     .choices = std::move(choices), .type = type});
+    };
+    const std::string never_read = "BMD's arguments.py declares it and nothing in BMD reads it";
+    row("--use-cpu-initialization", "Draw each whole weight on the CPU, then cut the tensor-parallel slices",
+        "mds always initializes so: every weight is drawn whole on the CPU from --seed and each rank keeps its slice, "
+        "so initial weights never depend on --tensor-model-parallel-size (its draws are mds's own, not BMD's, with or "
+        "without the flag: compare runs from one checkpoint)", "use_cpu_initialization", "None");
+    row("--mmap-warmup", "Read the datasets' index files once before training",
+        "it only warms the page cache (BMD's skip_warmup=False); the samples read are the same", "mmap_warmup", "False");
+    row("--no-masked-softmax-fusion", "Attention softmax with PyTorch ops instead of Megatron's fused CUDA kernel",
+        "both compute the same scale, causal mask and softmax (agreeing to rounding); mds has one implementation, "
+        "with ATen ops", "masked_softmax_fusion", "True", false, ArgType::Str, false);
+    row("--no-bias-dropout-fusion", "Bias + dropout + residual add without TorchScript fusion",
+        "fused or not, the same operations in the same order with the same dropout draws", "bias_dropout_fusion", "True",
+        false, ArgType::Str, false);
+    row("--partition-activations", "DeepSpeed activation checkpointing: split saved layer inputs over tensor-parallel ranks",
+        "memory only: the recomputed layers see the same inputs", "partition_activations", "False");
+    row("--contigious-checkpointing", "DeepSpeed activation checkpointing: saved inputs in one buffer (BMD's spelling)",
+        "memory layout only", "contigious_checkpointing", "False");
+    row("--checkpoint-in-cpu", "DeepSpeed activation checkpointing: saved inputs in host memory",
+        "memory placement only: the recomputed layers see the same inputs", "checkpoint_in_cpu", "False");
+    row("--synchronize-each-layer", "DeepSpeed activation checkpointing: synchronize the GPU after each layer",
+        "timing only", "synchronize_each_layer", "False");
+    row("--profile-backward", "DeepSpeed activation checkpointing: time the backward pass", "timing only",
+        "profile_backward", "False");
+    row("--distribute-checkpointed-activations",
+        "Megatron's activation checkpointing: split saved inputs over tensor-parallel ranks",
+        "memory only: the recomputed layers see the same inputs", "distribute_checkpointed_activations", "False");
+    row("--split-transformers", "Twice as many DeepSpeed checkpoint buffers",
+        "BMD reads it only to size DeepSpeed's contiguous checkpoint buffers (memory only)", "split_transformers", "False");
+    row("--scattered-embeddings", "ZeRO-3 embedding activations scattered", never_read, "scattered_embeddings", "False");
+    row("--memory-centric-tiled-linear", "deepspeed.zero.TiledLinear layers", never_read, "memory_centric_tiled_linear",
+        "False");
+    row("--tile-factor", "Tiles of --memory-centric-tiled-linear", never_read, "tile_factor", "1", true, ArgType::Int);
+    row("--zero-reduce-scatter", "ZeRO reduce-scatter",
+        never_read + " (DeepSpeed takes its ZeRO settings from --deepspeed_config)", "zero_reduce_scatter", "False");
+    row("--zero-contigious-gradients", "ZeRO contiguous gradients",
+        never_read + " (DeepSpeed takes its ZeRO settings from --deepspeed_config)", "zero_contigious_gradients", "False");
+    row("--zero-reduce-bucket-size", "ZeRO reduce bucket size",
+        never_read + " (DeepSpeed takes its ZeRO settings from --deepspeed_config)", "zero_reduce_bucket_size", "0.0",
+        true, ArgType::Int);
+    row("--zero-allgather-bucket-size", "ZeRO all-gather bucket size",
+        never_read + " (DeepSpeed takes its ZeRO settings from --deepspeed_config)", "zero_allgather_bucket_size", "0.0",
+        true, ArgType::Int);
+    row("--use-pin-memory", "Pinned host memory for ZeRO-3 parameters", never_read, "use_pin_memory", "False");
+    row("--remote-device", "Where ZeRO-3 keeps parameters: none, cpu or nvme",
+        "BMD passes it only to deepspeed.zero.Init, which is enabled only with --zero-stage 3 (mds takes 0 or 1)",
+        "remote_device", "'none'", true, ArgType::Str, true, {"none", "cpu", "nvme"});
+    row("--DDP-impl", "Data-parallel wrapper without --deepspeed: local (Megatron's) or torch",
+        "both average the same gradients over the data-parallel group (with --deepspeed BMD wraps with neither)",
+        "DDP_impl", "'local'", true, ArgType::Str, true, {"local", "torch"});
+    row("--use-contiguous-buffers-in-ddp", "Megatron's local DDP keeps gradients in one buffer",
+        "memory layout only", "use_contiguous_buffers_in_ddp", "False");
+    row("--no-scatter-gather-tensors-in-pipeline",
+        "Pipeline sends whole activations instead of tensor-parallel slices gathered on arrival",
+        "communication volume only: the receiving stage gets the same activation", "scatter_gather_tensors_in_pipeline",
+        "True", false, ArgType::Str, false);
+    row("--adlr-autoresume-interval", "Iterations between ADLR autoresume checks",
+        "read only with --adlr-autoresume, which mds refuses", "adlr_autoresume_interval", "1000", true, ArgType::Int);
+    row("--deepscale", "DeepSpeed's deprecated helper switch",
+        "DeepSpeed's add_config_arguments declares it with no impact on DeepSpeed, and BMD never reads it", "deepscale",
+        "False");
+}
+
+// Flags of BMD's other models: its parser is shared, so pretrain_gpt.py accepts and ignores them.
+void other_model_rows(std::vector<FlagRow>& t) {
+    const std::string g = "Flags of BMD's BERT, T5, ICT, retriever and vision scripts (no effect in mds-train)";
+    // `model`: whose flag it is, for the help; `why`: who reads it in BMD.
+    const auto row = [&](std::string names, std::string model, std::string why, std::string key, std::string bmd,
+                         bool takes_value = true, ArgType type = ArgType::Str, bool store = true, bool many = false) {
+        t.push_back({.names = std::move(names), .group = g, .help = model + " flag of BMD (no effect in mds)",
+                     .status = FlagStatus::NoEffect, .why = std::move(why), .key = std::move(key),
+                     .bmd_value = std::move(bmd), .store = store, .takes_value = takes_value, .type = type,
+                     .many = many});
+    };
+    const auto read_by = [](const std::string& readers) {
+        return "read only by BMD's " + readers + "; pretrain_gpt.py ignores it";
+    };
+    const std::string unread = "nothing in BMD reads it";
+    const std::string bert_t5_ict = read_by("pretrain_bert.py, pretrain_ict.py and pretrain_t5.py");
+    const std::string ict = read_by("ICT and retriever code (pretrain_ict.py, megatron/data/ict_dataset.py)");
+    const std::string orqa = read_by("ORQA retriever tasks (tasks/orqa)");
+    const std::string indexer = read_by("retriever indexer (megatron/indexer.py)");
+    const std::string vit = read_by("pretrain_vit.py and vision tasks");
+    row("--bert-no-binary-head", "A BERT", read_by("pretrain_bert.py"), "bert_binary_head", "True", false, ArgType::Str,
+        false);
+    row("--decoder-seq-length", "A T5", read_by("pretrain_t5.py") + " (BMD checks it is at most --max-position-embeddings, "
+        "as mds does)", "decoder_seq_length", "None", true, ArgType::Int);
+    row("--retriever-seq-length", "A retriever", orqa, "retriever_seq_length", "256", true, ArgType::Int);
+    row("--sample-rate", "A retriever", orqa, "sample_rate", "1.0", true, ArgType::Float);
+    row("--mask-prob", "A BERT / T5 / ICT", bert_t5_ict, "mask_prob", "0.15", true, ArgType::Float);
+    row("--short-seq-prob", "A BERT / T5 / ICT", bert_t5_ict, "short_seq_prob", "0.1", true, ArgType::Float);
+    row("--noise-density", "A T5", unread, "noise_density", "None", true, ArgType::Float);
+    row("--mean-noise-span-length", "A T5", unread, "mean_noise_span_length", "None", true, ArgType::Float);
+    row("--ict-head-size", "An ICT", ict, "ict_head_size", "None", true, ArgType::Int);
+    row("--biencoder-projection-dim", "An ICT", ict, "biencoder_projection_dim", "0", true, ArgType::Int);
+    row("--biencoder-shared-query-context-model", "An ICT", ict, "biencoder_shared_query_context_model", "False", false);
+    row("--ict-load", "A retriever", indexer, "ict_load", "None");
+    row("--bert-load", "An ICT / REALM", read_by("ICT and REALM models"), "bert_load", "None");
+    row("--titles-data-path", "An ICT", ict, "titles_data_path", "None");
+    row("--query-in-block-prob", "An ICT", ict, "query_in_block_prob", "0.1", true, ArgType::Float);
+    row("--use-one-sent-docs", "An ICT", ict, "use_one_sent_docs", "False", false);
+    row("--evidence-data-path", "A retriever", orqa, "evidence_data_path", "None");
+    row("--retriever-report-topk-accuracies", "An ICT", ict, "retriever_report_topk_accuracies", "[]", true,
+        ArgType::Int, true, true);
+    row("--retriever-score-scaling", "An ICT", ict, "retriever_score_scaling", "False", false);
+    row("--block-data-path", "A REALM", unread, "block_data_path", "None");
+    row("--embedding-path", "A REALM", read_by("REALM index (megatron/data/realm_index.py)"), "embedding_path", "None");
+    row("--indexer-batch-size", "A retriever", indexer, "indexer_batch_size", "128", true, ArgType::Int);
+    row("--indexer-log-interval", "A retriever", indexer, "indexer_log_interval", "1000", true, ArgType::Int);
+    row("--num-classes", "A vision", vit, "num_classes", "1000", true, ArgType::Int);
+    row("--img-dim", "A vision", vit, "img_dim", "224", true, ArgType::Int);
+    row("--num-channels", "A vision", vit, "num_channels", "3", true, ArgType::Int);
+    row("--patch-dim", "A vision", vit, "patch_dim", "16", true, ArgType::Int);
+}
+
+// BMD flags mds-train refuses: giving one fails the parse with `why`, which says what to use.
+void refused_running_rows(std::vector<FlagRow>& t) {
+    const auto row = [&](std::string names, std::string why, std::string key, std::string bmd, bool takes_value,
+                         PyForm py = PyForm::Fixed) {
+        t.push_back({.names = std::move(names), .group = kRefused, .status = FlagStatus::Refused, .why = std::move(why),
+                     .key = std::move(key), .bmd_value = std::move(bmd), .py = py, .takes_value = takes_value});
+    };
+    row("--batch-size", "no longer valid in Megatron (BMD stops: '--batch-size argument is no longer valid, use "
+        "--micro-batch-size instead'); use --micro-batch-size", "", "None", true);
+    row("--model-parallel-size", "no longer valid in Megatron (BMD stops: '--model-parallel-size is no longer valid, "
+        "use --tensor-model-parallel-size instead'); use --tensor-model-parallel-size", "", "None", true);
+    row("--warmup", "no longer valid in Megatron (BMD stops: '--warmup argument is no longer valid, use "
+        "--lr-warmup-fraction instead'); use --lr-warmup-fraction, --lr-warmup-iters or --lr-warmup-samples", "", "None",
+        true);
+    row("--encoder-seq-length", "the encoder length of pretrain_t5.py; for GPT, BMD copies it into --seq-length when "
+        "that is not given (and stops when both are): use --seq-length", "encoder_seq_length", "None", true,
+        PyForm::Derived);
+    row("--num-layers-per-virtual-pipeline-stage", "Megatron's interleaved pipeline schedule (virtual stages) is not "
+        "implemented; use --pipeline-model-parallel-size alone", "num_layers_per_virtual_pipeline_stage", "None", true);
+    row("--lazy-mpu-init", "for programs that set up torch.distributed themselves: BMD's initialize_megatron then "
+        "returns before initializing it and pretrain_gpt.py fails; mds-train sets up its process group itself (drop "
+        "the flag)", "lazy_mpu_init", "None", true);
+    row("--deepscale_config", "DeepSpeed's deprecated spelling of --deepspeed_config, which BMD's pretrain never reads "
+        "(with --deepspeed it opens --deepspeed_config only); use --deepspeed_config", "deepscale_config", "None", true);
+    row("--accumulate-allreduce-grads-in-fp32", "without --deepspeed, Megatron's local DDP then accumulates and "
+        "all-reduces the gradients in fp32, which mds does not implement (it accumulates them in the parameters' "
+        "dtype); with --deepspeed BMD ignores the flag: drop it", "accumulate_allreduce_grads_in_fp32", "False", false,
+        PyForm::Derived);
+    row("--use-bnb-optimizer", "bitsandbytes' 8-bit Adam (with the embedding LayerNorm and Xavier embedding "
+        "initialization BMD adds for it) is not implemented; drop the flag to train with Adam", "use_bnb_optimizer",
+        "False", false);
+    row("--inference", "it builds the model without an optimizer for BMD's evaluation harness (tasks/eval_harness); "
+        "to evaluate a checkpoint with mds-train use --load with --eval-only", "inference", "False", false);
+    row("--adlr-autoresume", "NVIDIA's cluster autoresume (userlib.auto_resume; BMD exits without it); use "
+        "--exit-duration-in-mins, SIGUSR1 or --kill-switch-path, then --load to resume", "adlr_autoresume", "False",
+        false);
 }
 
 #undef MDS_SLOT
@@ -617,7 +707,10 @@ std::vector<FlagRow> megatron_flag_rows() {
     parallel_rows(t);
     refused_rows(t);
     refused_switch_rows(t);
-    undeclared_rows(t);
+    running_rows(t);
+    implementation_rows(t);
+    other_model_rows(t);
+    refused_running_rows(t);
     return t;
 }
 

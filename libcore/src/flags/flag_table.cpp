@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -64,12 +65,15 @@ double parse_float(const std::string& flag, const std::string& text) {
 // argparse keeps the last of repeated flags (tr1-13B passes --clip-grad twice): so do options here.
 class Declarer {
 public:
-    Declarer(CLI::App& app, std::set<std::string>& given) : app_(app), given_(given) {}
+    Declarer(CLI::App& app, TrainArgs& args) : app_(app), given_(args.flags_given), unread_(args.unread_values) {}
 
     void declare(const FlagRow& row, TrainArgs& args) {
         if (row.status == FlagStatus::Refused) return refused(row);
         const std::string flag = row.long_name();
-        if (!row.slot) return;
+        if (!row.slot) {
+            if (row.status == FlagStatus::NoEffect) unread(row);
+            return;
+        }
         std::visit([&](auto dst) { declare_slot(row, flag, dst); }, row.slot(args));
     }
 
@@ -134,6 +138,34 @@ private:
         if (!row.choices.empty()) opt->check(CLI::IsMember(row.choices));
     }
 
+    // A flag mds accepts and does not read (no slot): checked as argparse would (type, choices, one
+    // value or several), its value kept only for the checkpoint's Namespace.
+    void unread(const FlagRow& row) {
+        const std::string flag = row.long_name();
+        auto& given = given_;
+        auto& unread = unread_;
+        if (!row.takes_value) {
+            app_.add_flag_function(row.names, [&given, &unread, flag](std::int64_t) {
+                    given.insert(flag);
+                    unread[flag] = {};
+                }, row.help)->group(row.group);
+            return;
+        }
+        const ArgType type = row.type;
+        auto* opt = app_.add_option_function<std::vector<std::string>>(row.names,
+            [&given, &unread, flag, type](const std::vector<std::string>& values) {
+                for (const auto& v : values) {
+                    if (type == ArgType::Int) (void)parse_int(flag, v);
+                    if (type == ArgType::Float) (void)parse_float(flag, v);
+                }
+                given.insert(flag);
+                unread[flag] = values;
+            }, row.help)->group(row.group);
+        if (row.many) opt->expected(1, -1);
+        else opt->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        if (!row.choices.empty()) opt->check(CLI::IsMember(row.choices));
+    }
+
     // A Megatron flag mds does not implement: giving it fails the parse with the row's reason.
     void refused(const FlagRow& row) {
         const std::string name = row.long_name();
@@ -149,7 +181,16 @@ private:
 
     CLI::App& app_;
     std::set<std::string>& given_;
+    std::map<std::string, std::vector<std::string>>& unread_;
 };
+
+// A value of an unread NoEffect flag as BMD's parser converts it (the value was checked when parsed).
+ckpt::PyValue typed_value(ArgType type, const std::string& text) {
+    auto clean = strip_underscores(text).value_or(text);
+    if (type == ArgType::Int) return ckpt::PyValue::integer(std::strtoll(clean.c_str(), nullptr, 10));
+    if (type == ArgType::Float) return ckpt::PyValue::floating(std::strtod(clean.c_str(), nullptr));
+    return ckpt::PyValue::str(text);
+}
 
 template <class... F>
 struct Overloaded : F... {
@@ -184,7 +225,7 @@ const FlagRow* find_namespace_key(std::string_view key) {
 }
 
 void add_table_flags(CLI::App& app, TrainArgs& args, unsigned tool) {
-    Declarer d(app, args.flags_given);
+    Declarer d(app, args);
     for (const auto& row : flag_table())
         if (row.status != FlagStatus::Undeclared && (row.tools & tool) != 0) d.declare(row, args);
 }
@@ -210,7 +251,23 @@ ckpt::PyValue python_literal(std::string_view s) {
 
 ckpt::PyValue namespace_value(const FlagRow& row, const TrainArgs& args) {
     using ckpt::PyValue;
+    if (!row.slot && row.status == FlagStatus::NoEffect && row.py == PyForm::Natural) {
+        // What BMD's Namespace holds when the flag was given: the switch's value, or the values typed.
+        const auto it = args.unread_values.find(row.long_name());
+        if (it != args.unread_values.end()) {
+            if (!row.takes_value) return PyValue::boolean(row.store);
+            std::vector<PyValue> items;
+            for (const auto& v : it->second) items.push_back(typed_value(row.type, v));
+            if (row.many) return PyValue::list(std::move(items));
+            if (!items.empty()) return items.back();
+        }
+    }
     if (row.py == PyForm::Fixed || !row.slot) return python_literal(row.bmd_value);
+    if (row.py == PyForm::BoolOfStr) {
+        const FlagSlot slot = row.slot(const_cast<TrainArgs&>(args));
+        const auto* v = std::get<std::optional<std::string>*>(slot);
+        return *v ? PyValue::boolean(!(*v)->empty()) : PyValue::none();
+    }
     if (row.py == PyForm::Derived) throw Error("flag table: " + row.key + " is derived by the Namespace writer");
     const auto text = [&](const std::string& s) {
         return row.py == PyForm::Str || !s.empty() ? PyValue::str(s) : PyValue::none();
@@ -255,6 +312,7 @@ std::string option_meaning(const CLI::Option& opt, const std::vector<std::pair<s
     const FlagRow* row = long_name.empty() ? nullptr : find_flag(long_name);
     std::string meaning = opt.get_description();
     if (row && row->status == FlagStatus::Refused) meaning = "not supported: " + row->why;
+    if (row && row->status == FlagStatus::NoEffect && !row->why.empty()) meaning += ": " + row->why;
     if (row && !row->doc.empty()) meaning += " " + row->doc;
     for (const auto& [flag, doc] : extra_docs)
         if (flag == long_name) meaning += " " + doc;

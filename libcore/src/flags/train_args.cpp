@@ -1,5 +1,6 @@
 #include "mds/flags/train_args.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "flag_rows.h"  // format_number
@@ -90,6 +91,9 @@ std::vector<std::string> apply_deepspeed_config(const DeepSpeedConfig& ds, Train
         args.parallel.overlap_grad_reduce = *ds.overlap_comm;
     }
     args.parallel.reduce_bucket_elements = ds.reduce_bucket_size;
+    // ZeRO-Offload's optimizer offload is how a Megatron-DeepSpeed run puts its optimizer on the host
+    // (BMD's --cpu-optimizer raises NotImplementedError): the same host step as --cpu-optimizer.
+    args.parallel.offload_optimizer = ds.offload_optimizer_device.value_or("none") == "cpu";
     // Precision must be chosen the same way on both sides: the model's dtype follows the flags,
     // the engine's follows the config.
     const bool ds_fp16 = ds.fp16 && ds.fp16->enabled;
@@ -148,10 +152,19 @@ void check_required(const TrainArgs& args) {
 
 void check_model_shape(TrainArgs& args) {
     auto& m = args.model;
-    if (m.hidden_size % m.num_attention_heads != 0)
+    if (m.kv_channels) {
+        positive("--kv-channels", *m.kv_channels);
+    } else if (m.hidden_size % m.num_attention_heads != 0) {  // Megatron asks it only to derive --kv-channels
         usage("--hidden-size " + std::to_string(m.hidden_size) + " is not divisible by --num-attention-heads " +
               std::to_string(m.num_attention_heads));
+    }
     if (!m.ffn_hidden_size) m.ffn_hidden_size = 4 * m.hidden_size;
+    if (m.glu_activation && *m.glu_activation != "geglu" && *m.glu_activation != "liglu" && *m.glu_activation != "reglu" &&
+        *m.glu_activation != "swiglu")
+        usage("--glu-activation " + *m.glu_activation + ": expected one of geglu, liglu, reglu, swiglu");
+    if (m.glu_activation && m.bias_gelu_fusion)  // BMD's parse_args raises the same
+        usage("--glu-activation " + *m.glu_activation + " needs --no-bias-gelu-fusion (Megatron-DeepSpeed refuses the fused "
+              "bias GeLU with a GLU)");
     positive("--ffn-hidden-size", *m.ffn_hidden_size);
     if (*m.max_position_embeddings < m.seq_length)
         usage("--max-position-embeddings " + std::to_string(*m.max_position_embeddings) + " is smaller than --seq-length " +
@@ -190,6 +203,10 @@ void check_length_and_schedule(const TrainArgs& args) {
 void check_precision(const TrainArgs& args) {
     const auto& o = args.optimizer;
     if (o.fp16 && o.bf16) usage("--fp16 and --bf16 exclude each other");
+    if (args.model.fp16_lm_cross_entropy && !o.fp16)  // BMD's parse_args asserts the same
+        usage("--fp16-lm-cross-entropy needs --fp16 (Megatron-DeepSpeed: lm cross entropy in fp16 only in fp16 mode)");
+    if (args.model.fp32_residual_connection && !o.fp16 && !o.bf16)  // BMD's parse_args asserts the same
+        usage("--fp32-residual-connection needs --fp16 or --bf16");
     if (o.loss_scale && *o.loss_scale <= 0) usage(flag_value("--loss-scale", *o.loss_scale) + " must be positive");
 }
 
@@ -249,6 +266,41 @@ void check_data_mode(const TrainArgs& args) {
               std::to_string(dt.weighted_split_paths[0].size()));
 }
 
+// One "START-END" of --skip-train-iteration-range: two integers, END >= START (BMD's parse_args).
+std::array<std::int64_t, 2> skip_range(const std::string& text) {
+    const auto bad = [&](const std::string& why) {
+        usage("--skip-train-iteration-range " + text + ": " + why + " (expected START-END, e.g. 1001-1200)");
+    };
+    const auto dash = text.find('-');
+    if (dash == std::string::npos || text.find('-', dash + 1) != std::string::npos) bad("not two numbers");
+    std::array<std::int64_t, 2> r{};
+    for (int k = 0; k < 2; ++k) {
+        const std::string part = k == 0 ? text.substr(0, dash) : text.substr(dash + 1);
+        if (part.empty() || part.size() > 18 || part.find_first_not_of("0123456789") != std::string::npos)
+            bad("'" + part + "' is not an iteration number");
+        r[static_cast<std::size_t>(k)] = std::stoll(part);
+    }
+    if (r[1] < r[0]) bad("the end of the range is before its start");
+    return r;
+}
+
+// --skip-train-iteration-range as BMD's parse_args leaves it: sorted, overlapping ranges merged
+// (1-5 2-6 -> 1-6; 5-5 6-6 stay two). --dataloader-type and --vocab-extra-ids values.
+void check_data_flags(TrainArgs& args) {
+    auto& d = args.data;
+    std::vector<std::array<std::int64_t, 2>> ranges;
+    for (const auto& text : d.skip_train_iteration_range) ranges.push_back(skip_range(text));
+    std::sort(ranges.begin(), ranges.end());
+    d.skip_ranges.clear();
+    for (const auto& r : ranges) {
+        if (!d.skip_ranges.empty() && d.skip_ranges.back()[1] >= r[0]) d.skip_ranges.back()[1] = std::max(d.skip_ranges.back()[1], r[1]);
+        else d.skip_ranges.push_back(r);
+    }
+    if (d.dataloader_type != "single" && d.dataloader_type != "cyclic")
+        usage("--dataloader-type " + d.dataloader_type + ": expected single or cyclic");
+    if (d.vocab_extra_ids < 0) usage("--vocab-extra-ids must not be negative, got " + std::to_string(d.vocab_extra_ids));
+}
+
 void check_checkpoints_and_logging(const TrainArgs& args) {
     if (!args.checkpoint.save.empty() && !args.checkpoint.save_interval) usage("--save needs --save-interval");
     if (args.checkpoint.save_interval) positive("--save-interval", *args.checkpoint.save_interval);
@@ -267,6 +319,18 @@ void check_implemented(const TrainArgs& args) {
         usage("--position-embedding-type " + pos + " is not supported (absolute or alibi)");
 }
 
+// The checks BMD's parse_args makes of flags mds accepts without effect: a script BMD stops, mds stops too.
+void check_accepted(const TrainArgs& args) {
+    if (given(args, "--distribute-checkpointed-activations") && !args.model.checkpoint_activations)
+        usage("--distribute-checkpointed-activations needs --checkpoint-activations (Megatron-DeepSpeed asserts it)");
+    if (const auto it = args.unread_values.find("--decoder-seq-length"); it != args.unread_values.end() && !it->second.empty()) {
+        const std::int64_t decoder = std::stoll(it->second.back());
+        if (args.model.max_position_embeddings && *args.model.max_position_embeddings < decoder)
+            usage("--max-position-embeddings " + std::to_string(*args.model.max_position_embeddings) +
+                  " is smaller than --decoder-seq-length " + std::to_string(decoder) + " (Megatron-DeepSpeed asserts it)");
+    }
+}
+
 }  // namespace
 
 void validate(TrainArgs& args) {
@@ -277,8 +341,10 @@ void validate(TrainArgs& args) {
     check_parallel_and_batch(args);
     check_deepspeed(args);
     check_data_mode(args);
+    check_data_flags(args);
     check_checkpoints_and_logging(args);
     check_implemented(args);
+    check_accepted(args);
 }
 
 std::vector<std::string> resolve_train_args(TrainArgs& args) {

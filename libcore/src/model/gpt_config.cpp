@@ -15,6 +15,25 @@ const char* precision_name(Precision p) {
     return "fp32";
 }
 
+Glu glu_from_name(const std::string& name) {
+    if (name == "geglu") return Glu::GeGLU;
+    if (name == "liglu") return Glu::LiGLU;
+    if (name == "reglu") return Glu::ReGLU;
+    if (name == "swiglu") return Glu::SwiGLU;
+    throw UsageError("--glu-activation " + name + ": expected one of geglu, liglu, reglu, swiglu");
+}
+
+const char* glu_name(Glu g) {
+    switch (g) {
+    case Glu::GeGLU: return "geglu";
+    case Glu::LiGLU: return "liglu";
+    case Glu::ReGLU: return "reglu";
+    case Glu::SwiGLU: return "swiglu";
+    case Glu::None: break;
+    }
+    return "";
+}
+
 void GptConfig::validate() const {
     auto positive = [](std::int64_t v, const char* flag) {
         if (v <= 0) throw UsageError(std::string(flag) + " must be positive, got " + std::to_string(v));
@@ -26,12 +45,19 @@ void GptConfig::validate() const {
     positive(seq_length, "--seq-length");
     positive(padded_vocab_size, "padded vocabulary size");
     positive(checkpoint_num_layers, "--checkpoint-num-layers");
-    if (hidden_size % num_attention_heads != 0)
+    if (kv_channels < 0) throw UsageError("--kv-channels must be positive, got " + std::to_string(kv_channels));
+    // Megatron asks hidden to divide by the heads only to derive kv_channels.
+    if (kv_channels == 0 && hidden_size % num_attention_heads != 0)
         throw UsageError("--hidden-size " + std::to_string(hidden_size) + " is not divisible by --num-attention-heads " +
                          std::to_string(num_attention_heads));
     if (position_embedding == PositionEmbedding::Absolute && max_position_embeddings < seq_length)
         throw UsageError("--max-position-embeddings " + std::to_string(max_position_embeddings) + " is smaller than --seq-length " +
                          std::to_string(seq_length));
+    if (glu != Glu::None && activation == Activation::FusedGelu)
+        throw UsageError(std::string("--glu-activation ") + glu_name(glu) +
+                         " needs --no-bias-gelu-fusion (Megatron-DeepSpeed refuses the fused bias GeLU with a GLU)");
+    if (fp32_residual && precision == Precision::FP32)
+        throw UsageError("--fp32-residual-connection needs --fp16 or --bf16 (as in Megatron-DeepSpeed)");
     if (!(init_method_std > 0)) throw UsageError("--init-method-std must be positive");
     if (hidden_dropout < 0 || hidden_dropout >= 1) throw UsageError("--hidden-dropout must be in [0, 1)");
     if (attention_dropout < 0 || attention_dropout >= 1) throw UsageError("--attention-dropout must be in [0, 1)");

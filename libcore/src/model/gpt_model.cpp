@@ -25,6 +25,32 @@ c10::ScalarType scalar_type(Precision p) {
 
 }  // namespace
 
+at::Tensor mlp_activation(const at::Tensor& x, Activation activation, Glu glu) {
+    if (glu != Glu::None) {
+        // glu_activations.py: x1, x2 = x.chunk(2, dim=-1); x1 * act(x2). GeGLU's act is F.gelu (erf).
+        const auto halves = x.chunk(2, -1);
+        const at::Tensor& x1 = halves[0];
+        const at::Tensor& x2 = halves[1];
+        switch (glu) {
+        case Glu::GeGLU: return x1 * at::gelu(x2);
+        case Glu::ReGLU: return x1 * at::relu(x2);
+        case Glu::SwiGLU: return x1 * at::silu(x2);
+        case Glu::LiGLU:
+        case Glu::None: break;
+        }
+        return x1 * x2;
+    }
+    switch (activation) {
+    case Activation::Gelu: return at::gelu(x);
+    case Activation::OpenAiGelu:  // megatron/model/utils.py gelu_impl, written out as it is (autograd through it)
+        return 0.5 * x * (1.0 + at::tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
+    case Activation::ErfGelu:  // megatron/model/utils.py erf_gelu, with its 1.41421
+        return x * 0.5 * (at::erf(x / 1.41421) + 1.0);
+    case Activation::FusedGelu: break;
+    }
+    return at::gelu(x, "tanh");  // fused_bias_gelu.py: the tanh approximation and its exact derivative
+}
+
 std::string Parameter::full_name() const {
     char prefix[16];
     std::snprintf(prefix, sizeof prefix, "%02d.", layer);
@@ -59,6 +85,7 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
     : config_(config), device_(device), tp_(std::move(tp)), stage_(stage) {
     config_.validate();
     const auto h = config_.hidden_size, f = config_.ffn_hidden_size, L = config_.num_layers;
+    const auto proj = config_.projection_size(), f_rows = config_.ffn_rows();
     if (stage_.end_block < 0) stage_.end_block = L;
     if (stage_.size < 1 || stage_.rank < 0 || stage_.rank >= stage_.size || stage_.first_block < 0 ||
         stage_.first_block > stage_.end_block || stage_.end_block > L || (stage_.size == 1 && (stage_.first_block != 0 || stage_.end_block != L)))
@@ -100,14 +127,16 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
         Block b;
         b.ln1_w = add(layer, "input_layernorm.weight", ones(h), TpSplit::Replicated, false);
         b.ln1_b = add(layer, "input_layernorm.bias", zeros(h), TpSplit::Replicated, false);
-        b.qkv_w = add(layer, "self_attention.query_key_value.weight", normal({3 * h, h}, std), TpSplit::ColumnParallel, true);
-        b.qkv_b = add(layer, "self_attention.query_key_value.bias", zeros(3 * h), TpSplit::ColumnParallel, false);
-        b.dense_w = add(layer, "self_attention.dense.weight", normal({h, h}, out_std), TpSplit::RowParallel, true);
+        b.qkv_w = add(layer, "self_attention.query_key_value.weight", normal({3 * proj, h}, std), TpSplit::ColumnParallel, true);
+        b.qkv_b = add(layer, "self_attention.query_key_value.bias", zeros(3 * proj), TpSplit::ColumnParallel, false);
+        b.dense_w = add(layer, "self_attention.dense.weight", normal({h, proj}, out_std), TpSplit::RowParallel, true);
         b.dense_b = add(layer, "self_attention.dense.bias", zeros(h), TpSplit::Replicated, false);
         b.ln2_w = add(layer, "post_attention_layernorm.weight", ones(h), TpSplit::Replicated, false);
         b.ln2_b = add(layer, "post_attention_layernorm.bias", zeros(h), TpSplit::Replicated, false);
-        b.fc1_w = add(layer, "mlp.dense_h_to_4h.weight", normal({f, h}, std), TpSplit::ColumnParallel, true);
-        b.fc1_b = add(layer, "mlp.dense_h_to_4h.bias", zeros(f), TpSplit::ColumnParallel, false);
+        // With a GLU, rank r's rows r·2f/T … of the whole tensor, as Megatron's CPU initialization
+        // (_initialize_affine_weight_cpu) cuts them: that rank's [x1; x2].
+        b.fc1_w = add(layer, "mlp.dense_h_to_4h.weight", normal({f_rows, h}, std), TpSplit::ColumnParallel, true);
+        b.fc1_b = add(layer, "mlp.dense_h_to_4h.bias", zeros(f_rows), TpSplit::ColumnParallel, false);
         b.fc2_w = add(layer, "mlp.dense_4h_to_h.weight", normal({h, f}, out_std), TpSplit::RowParallel, true);
         b.fc2_b = add(layer, "mlp.dense_4h_to_h.bias", zeros(h), TpSplit::Replicated, false);
         blocks_.push_back(std::move(b));
@@ -167,6 +196,20 @@ at::Tensor GptModel::reduce_from_tp(const at::Tensor& x) const {
     return sum + (x - x.detach());  // the value of the sum, exactly; the gradient of x, unchanged
 }
 
+at::Tensor GptModel::layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) const {
+    if (x.scalar_type() == w.scalar_type()) return at::layer_norm(x, {config_.hidden_size}, w, b, eps);
+    // fp32 hidden states with half-precision weights (--fp32-residual-connection): Megatron's mixed
+    // LayerNorm kernel computes in fp32 and writes the weights' dtype.
+    return at::layer_norm(x.to(at::kFloat), {config_.hidden_size}, w.to(at::kFloat), b.to(at::kFloat), eps).to(w.scalar_type());
+}
+
+at::Tensor GptModel::copy_to_tp(const at::Tensor& x) const {
+    if (tp_.size == 1) return x;
+    auto y = x.view_as(x);
+    sum_grad_over_tp(y);
+    return y;
+}
+
 void GptModel::sum_grad_over_tp(at::Tensor& x) const {
     if (tp_.size == 1 || !x.requires_grad()) return;
     const auto reduce = tp_.all_reduce_sum;
@@ -179,13 +222,13 @@ void GptModel::sum_grad_over_tp(at::Tensor& x) const {
 
 at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at::Tensor& attn_bias) {
     const Block& b = blocks_[static_cast<std::size_t>(i)];
-    const auto h = config_.hidden_size, n = local_heads_, d = config_.head_dim();
+    const auto n = local_heads_, d = config_.head_dim();
     const auto batch = x.size(0), seq = x.size(1);
     const double eps = config_.layernorm_epsilon;
+    const bool post_ln = config_.residual_post_layernorm;
 
-    auto ln = at::layer_norm(x, {h}, b.ln1_w, b.ln1_b, eps);
-    sum_grad_over_tp(ln);
-    auto qkv = at::linear(ln, b.qkv_w, b.qkv_b).view({batch, seq, n, 3, d});
+    auto ln = layer_norm(x, b.ln1_w, b.ln1_b, eps);
+    auto qkv = at::linear(copy_to_tp(ln), b.qkv_w, b.qkv_b).view({batch, seq, n, 3, d});
     auto q = qkv.select(3, 0).transpose(1, 2);  // [b, n, s, d]
     auto k = qkv.select(3, 1).transpose(1, 2);
     auto v = qkv.select(3, 2).transpose(1, 2);
@@ -196,13 +239,12 @@ at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at
     ctx = ctx.transpose(1, 2).reshape({batch, seq, n * d});
     // Row-parallel: the partial products are summed over the group, then the (replicated) bias.
     auto attn = tp_.size == 1 ? at::linear(ctx, b.dense_w, b.dense_b) : reduce_from_tp(at::linear(ctx, b.dense_w)) + b.dense_b;
-    auto y = x + dropout(attn, config_.hidden_dropout, /*seq_first=*/true);
+    auto y = (post_ln ? ln : x) + dropout(attn, config_.hidden_dropout, /*seq_first=*/true);
 
-    ln = at::layer_norm(y, {h}, b.ln2_w, b.ln2_b, eps);
-    sum_grad_over_tp(ln);
-    auto m = at::gelu(at::linear(ln, b.fc1_w, b.fc1_b), "tanh");
+    ln = layer_norm(y, b.ln2_w, b.ln2_b, eps);
+    auto m = mlp_activation(at::linear(copy_to_tp(ln), b.fc1_w, b.fc1_b), config_.activation, config_.glu);
     auto out = tp_.size == 1 ? at::linear(m, b.fc2_w, b.fc2_b) : reduce_from_tp(at::linear(m, b.fc2_w)) + b.fc2_b;
-    return y + dropout(out, config_.hidden_dropout, /*seq_first=*/true);
+    return (post_ln ? ln : y) + dropout(out, config_.hidden_dropout, /*seq_first=*/true);
 }
 
 at::Tensor GptModel::dropout(const at::Tensor& x, double p, bool seq_first) const {
@@ -238,8 +280,10 @@ at::Tensor GptModel::attention_with_dropout(const at::Tensor& q, const at::Tenso
     return at::matmul(probs * noise, v);
 }
 
-at::Tensor GptModel::embed(const at::Tensor& tokens) {
+at::Tensor GptModel::embed(const at::Tensor& tokens, const at::Tensor& position_ids) {
     if (tokens.dim() != 2) throw Error("tokens must be [batch, seq]");
+    if (position_ids.defined() && position_ids.sizes() != tokens.sizes())
+        throw Error("position ids must be [batch, seq] as the tokens");
     const auto seq = tokens.size(1);
     if (config_.position_embedding == PositionEmbedding::Absolute && seq > config_.max_position_embeddings)
         throw Error("sequence of " + std::to_string(seq) + " tokens exceeds --max-position-embeddings " +
@@ -257,15 +301,20 @@ at::Tensor GptModel::embed(const at::Tensor& tokens) {
     // whatever --layernorm-epsilon says.
     if (config_.embed_layernorm) x = at::layer_norm(x, {config_.hidden_size}, embed_ln_w_, embed_ln_b_, 1e-5);
     if (position_embeddings_.defined()) {
-        auto pos = at::arange(seq, at::TensorOptions().device(device_).dtype(at::kLong));
-        x = x + at::embedding(position_embeddings_, pos).unsqueeze(0);
+        if (position_ids.defined()) {
+            x = x + at::embedding(position_embeddings_, position_ids.to(device_, at::kLong));
+        } else {
+            auto pos = at::arange(seq, at::TensorOptions().device(device_).dtype(at::kLong));
+            x = x + at::embedding(position_embeddings_, pos).unsqueeze(0);
+        }
     }
-    return dropout(x, config_.hidden_dropout, /*seq_first=*/false);  // Megatron: on [b, s, h], before the transpose
+    x = dropout(x, config_.hidden_dropout, /*seq_first=*/false);  // Megatron: on [b, s, h], before the transpose
+    return config_.fp32_residual ? x.to(at::kFloat) : x;  // GPTModelPipe: .float() after the embedding
 }
 
 at::Tensor GptModel::run_blocks(at::Tensor x) {
     if (x.dim() != 3 || x.size(2) != config_.hidden_size) throw Error("hidden states must be [batch, seq, hidden]");
-    const auto bias = attention_bias(x.size(1), x.scalar_type());
+    const auto bias = attention_bias(x.size(1), scalar_type(config_.precision));
     const bool recompute = config_.checkpoint_activations && c10::GradMode::is_enabled();
     for (std::int64_t i = stage_.first_block; i < stage_.end_block;) {
         if (recompute) {
@@ -281,26 +330,30 @@ at::Tensor GptModel::run_blocks(at::Tensor x) {
 }
 
 at::Tensor GptModel::final_norm(const at::Tensor& x) {
-    auto out = at::layer_norm(x, {config_.hidden_size}, final_ln_w_, final_ln_b_, config_.layernorm_epsilon);
+    auto out = layer_norm(x, final_ln_w_, final_ln_b_, config_.layernorm_epsilon);
     sum_grad_over_tp(out);  // the input of the (vocab-parallel) output projection
     return out;
 }
 
-at::Tensor GptModel::hidden_states(const at::Tensor& tokens) {
+at::Tensor GptModel::hidden_states(const at::Tensor& tokens, const at::Tensor& position_ids) {
     if (stage_.size > 1) throw Error("hidden_states() needs the whole model; a pipeline stage runs stage_forward()");
-    return final_norm(run_blocks(embed(tokens)));
+    return final_norm(run_blocks(embed(tokens, position_ids)));
 }
 
-at::Tensor GptModel::stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask) {
-    auto x = run_blocks(stage_.first() ? embed(input) : input);
+at::Tensor GptModel::stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask,
+                                   const at::Tensor& position_ids) {
+    auto x = run_blocks(stage_.first() ? embed(input, position_ids) : input);
     return stage_.last() ? loss_from_hidden(final_norm(x), labels, loss_mask) : x;
 }
 
 // With tensor parallelism: this rank's vocabulary shard of the logits.
-at::Tensor GptModel::logits(const at::Tensor& tokens) { return at::linear(hidden_states(tokens), word_embeddings_); }
+at::Tensor GptModel::logits(const at::Tensor& tokens, const at::Tensor& position_ids) {
+    return at::linear(hidden_states(tokens, position_ids), word_embeddings_);
+}
 
-at::Tensor GptModel::loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask) {
-    return loss_from_hidden(hidden_states(tokens), labels, loss_mask);
+at::Tensor GptModel::loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask,
+                          const at::Tensor& position_ids) {
+    return loss_from_hidden(hidden_states(tokens, position_ids), labels, loss_mask);
 }
 
 at::Tensor GptModel::loss_from_hidden(const at::Tensor& hidden, const at::Tensor& labels, const at::Tensor& loss_mask) {

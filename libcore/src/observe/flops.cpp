@@ -23,9 +23,10 @@ std::int64_t parameter_count_without_embeddings(const ModelShape& m) {
     const std::int64_t h = m.hidden_size;
     const std::int64_t f = m.ffn_hidden_size;
     const std::int64_t g = m.glu_activation ? 2 : 1;
+    const std::int64_t p = m.projection_size > 0 ? m.projection_size : h;
     const std::int64_t per_layer = 4 * h                    // input and post-attention LayerNorms
-                                   + 3 * h * h + 3 * h      // QKV
-                                   + h * h + h              // attention output
+                                   + 3 * p * h + 3 * p      // QKV
+                                   + h * p + h              // attention output
                                    + h * f * g + f * g      // MLP up (gate and up for GLU)
                                    + f * h + h;             // MLP down
     return m.num_layers * per_layer + 2 * h                 // final LayerNorm

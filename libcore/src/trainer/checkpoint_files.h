@@ -6,18 +6,21 @@
 //   rng_state.cpp            MT19937 seeding, the Python / numpy / torch / CUDA RNG states, saved and restored
 //   checkpoint_commit.cpp    save_checkpoint: the distributed commit (temporary folder, `latest`)
 //   checkpoint_loader.cpp    CheckpointLoader
+//   universal_loader.cpp     CheckpointLoader's resume from a universal checkpoint (--universal-checkpoint)
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "mds/ckpt/pickle.h"
 #include "mds/ckpt/torch_file.h"
+#include "mds/ckpt/universal.h"  // OptimState
 #include "mds/model/gpt_model.h"
 #include "mds/flags/train_args.h"
 #include "mds/trainer/checkpoint.h"
@@ -108,5 +111,31 @@ void write_optimizer_file(const std::string& path, const flags::TrainArgs& a, co
 void set_rng_states(ckpt::PyDict& root, FileBuilder& file, const flags::TrainArgs& a, const model::GptModel& model);
 // CheckpointLoader::load_rng from the mp_rank file `mp_rank`.
 std::vector<std::string> restore_rng_states(const ckpt::TorchFile& mp_rank, const model::GptModel& model);
+
+// ---- universal checkpoints (universal_loader.cpp) ------------------------------------------------------
+
+// The folder DIR/latest_universal names (what DeepSpeed's load_universal reads instead of `latest`).
+// Throws, naming --universal-checkpoint, when that file is missing or the folder has no zero/.
+std::filesystem::path universal_checkpoint_dir(const std::string& load);
+// The source mp_rank file a tensor-parallel rank takes its progress, LR schedule and RNG from:
+// DeepSpeed's choice, the one at the same relative position (tp_rank * files / tp).
+std::string universal_mp_rank_file(const std::filesystem::path& dir, int tp_rank, int tp);
+// This rank's shard of zero/<name>/<state>.pt for `p` (full, TP-merged fp32 tensors), cut by the
+// model's TP split (GLU halves separately), the vocabulary zero-padded to the model's rows. Errors
+// name the file and the expected shape.
+at::Tensor universal_shard(const std::filesystem::path& dir, const model::Parameter& p, ckpt::OptimState state, int tp,
+                           int tp_rank, bool glu);
+// The model's parameters from the fp32.pt files (rounded to the model's dtype).
+void load_universal_weights(const std::filesystem::path& dir, model::GptModel& model, int tp, int tp_rank);
+// Adam's step count: zero/<param>/step.pt, else zero/optimizer_state.pt's param_groups[0]['step'].
+std::int64_t universal_step(const std::filesystem::path& dir, const std::string& first_param);
+// Masters and moments of every parameter of the model (this rank's TP shard, whole over DP) and the
+// step count, for AdamOptimizer::load_state; `optimizer_state`: zero/optimizer_state.pt (loss scaler).
+struct UniversalStates {
+    std::vector<at::Tensor> master, m1, m2;
+    std::int64_t steps = 0;
+    std::string optimizer_state;
+};
+UniversalStates read_universal_states(const std::filesystem::path& dir, const model::GptModel& model, int tp, int tp_rank);
 
 }  // namespace mds::trainer::checkpoint_detail

@@ -57,6 +57,7 @@ struct CheckpointLoader::Impl {
     std::unique_ptr<ckpt::TorchFile> mp_rank;  // this model-parallel rank's
     std::vector<int> layers;  // on-disk layer indices of every stage, sorted
     int tp_rank = 0, mp = 0;  // this process's tensor-parallel rank and DeepSpeed model-parallel rank
+    bool universal = false;   // --universal-checkpoint: `dir` is a universal folder (universal_loader.cpp)
 };
 
 CheckpointLoader::CheckpointLoader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -64,6 +65,19 @@ CheckpointLoader::~CheckpointLoader() = default;
 
 std::unique_ptr<CheckpointLoader> CheckpointLoader::open(const flags::TrainArgs& args, int tp_rank, int pp_rank) {
     const std::string& root = args.checkpoint.load;
+    if (args.checkpoint.universal_checkpoint) {
+        // Any TP / PP / DP: every rank cuts its shard from the full tensors. Megatron skips
+        // check_checkpoint_args in this mode; the shapes are checked per tensor.
+        auto impl = std::make_unique<Impl>();
+        impl->args = &args;
+        impl->universal = true;
+        impl->dir = universal_checkpoint_dir(root);
+        impl->dir_text = impl->dir.string();
+        impl->tp_rank = tp_rank;
+        impl->mp_rank = std::make_unique<ckpt::TorchFile>(
+            universal_mp_rank_file(impl->dir, tp_rank, static_cast<int>(args.parallel.tensor_model_parallel_size)));
+        return std::unique_ptr<CheckpointLoader>(new CheckpointLoader(std::move(impl)));
+    }
     // Megatron-DeepSpeed (DeepSpeed's load_checkpoint) warns and starts from scratch when there is no
     // `latest` file, a missing folder included: the first launch of a job chain.
     if (!fs::is_directory(root)) return nullptr;
@@ -113,6 +127,10 @@ std::int64_t CheckpointLoader::iteration() const {
 }
 
 void CheckpointLoader::load_weights(model::GptModel& model) const {
+    if (impl_->universal) {
+        load_universal_weights(impl_->dir, model, static_cast<int>(impl_->args->parallel.tensor_model_parallel_size), impl_->tp_rank);
+        return;
+    }
     c10::NoGradGuard no_grad;
     auto& params = model.parameters();
     const std::int64_t blocks = model.config().num_layers;
@@ -335,6 +353,16 @@ void load_loss_scaler(const PyValue& osd, const std::string& file, const flags::
 }  // namespace
 
 void CheckpointLoader::load_optimizer(AdamOptimizer& optimizer, const model::GptModel& model, TrainingProgress& progress) const {
+    if (impl_->universal) {
+        const auto states = read_universal_states(impl_->dir, model, static_cast<int>(impl_->args->parallel.tensor_model_parallel_size),
+                                                  impl_->tp_rank);
+        optimizer.load_state(states.master, states.m1, states.m2, states.steps);
+        if (!impl_->args->optimizer.fp16) return;
+        // zero/optimizer_state.pt is the source's optimizer_state_dict without the partitions.
+        const ckpt::TorchFile osd(states.optimizer_state);
+        load_loss_scaler(osd.root(), osd.path(), *impl_->args, progress);
+        return;
+    }
     fs::path path;
     const auto files = open_optimizer_files(impl_->dir, impl_->args->optimizer.bf16, impl_->mp, path);
     const OptimizerPartitions parts = read_partitions(files);

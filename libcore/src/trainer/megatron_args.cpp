@@ -92,7 +92,9 @@ PyValue rampup_list(const optim::OptimizerConfig& o) {
 void model_values(Derived& d, const flags::TrainArgs& a) {
     const auto& md = a.model;
     d["ffn_hidden_size"] = integer(md.ffn_hidden());
-    d["kv_channels"] = integer(md.hidden_size / md.num_attention_heads);
+    d["kv_channels"] = integer(md.kv());
+    // --onnx-safe is argparse type=bool: None when absent, else bool(value).
+    d["onnx_safe"] = md.onnx_safe ? boolean(md.onnx_safe_on()) : PyValue::none();
     d["max_position_embeddings"] = integer(md.max_positions());
     d["position_embedding_type"] = position_embedding_enum(md.position_embedding_type);
     d["encoder_seq_length"] = integer(md.seq_length);
@@ -126,7 +128,8 @@ void precision_values(Derived& d, const flags::TrainArgs& a) {
     d["loss_scale_window"] = given("--loss-scale-window") ? floating(static_cast<double>(o.loss_scale_window)) : integer(1000);
     d["hysteresis"] = given("--hysteresis") ? integer(o.hysteresis) : integer(2);
     d["accumulate_allreduce_grads_in_fp32"] = boolean(o.bf16);  // parse_args: bf16 accumulates and all-reduces in fp32
-    d["use_contiguous_buffers_in_ddp"] = boolean(o.bf16);       // parse_args: bf16 accumulates and all-reduces in fp32
+    // parse_args: fp32 accumulation (forced by bf16) sets use_contiguous_buffers_in_ddp; else the flag as given.
+    d["use_contiguous_buffers_in_ddp"] = boolean(o.bf16 || a.flags_given.count("--use-contiguous-buffers-in-ddp") > 0);
     d["params_dtype"] = PyValue::global("torch", o.fp16 ? "float16" : o.bf16 ? "bfloat16" : "float32");
 }
 

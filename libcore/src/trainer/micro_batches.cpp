@@ -1,6 +1,9 @@
 #include "mds/trainer/micro_batches.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>  // make_generator<CPUGeneratorImpl>: torch.Generator() on the CPU
+
+#include <tuple>
 
 #include <algorithm>
 #include <string>
@@ -29,6 +32,101 @@ at::Tensor micro_batch(const Sampler& sample, std::int64_t first, std::int64_t m
 
 std::pair<at::Tensor, at::Tensor> tokens_and_labels(const at::Tensor& batch, std::int64_t seqlen) {
     return {batch.narrow(1, 0, seqlen), batch.narrow(1, 1, seqlen)};
+}
+
+MicroBatchInputs micro_batch_inputs(const at::Tensor& batch, std::int64_t seqlen, std::optional<std::int64_t> eod_mask_id,
+                                    std::optional<std::int64_t> reset_position_eod) {
+    MicroBatchInputs in;
+    std::tie(in.tokens, in.labels) = tokens_and_labels(batch, seqlen);
+    if (eod_mask_id) in.loss_mask = in.tokens.ne(*eod_mask_id).to(at::kFloat);
+    // A position's id depends only on the tokens before it: those of the cut tokens are the cut ids.
+    if (reset_position_eod) in.position_ids = reset_position_ids(in.tokens, *reset_position_eod).to(in.tokens.device());
+    return in;
+}
+
+at::Tensor reset_position_ids(const at::Tensor& tokens, std::int64_t eod) {
+    const auto t = tokens.to(at::kCPU, at::kLong).contiguous();
+    const std::int64_t b = t.size(0), s = t.size(1);
+    auto pos = at::empty({b, s}, at::kLong);
+    const auto* tok = t.data_ptr<std::int64_t>();
+    auto* p = pos.data_ptr<std::int64_t>();
+    for (std::int64_t r = 0; r < b; ++r) {
+        std::int64_t next = 0;  // the id of the next position: 0 after an EOD token
+        for (std::int64_t i = 0; i < s; ++i) {
+            p[r * s + i] = next++;
+            if (tok[r * s + i] == eod) next = 0;
+        }
+    }
+    return pos;
+}
+
+LtorMasks ltor_masks_and_position_ids(const at::Tensor& tokens, std::int64_t eod, bool reset_positions,
+                                      bool reset_attention_mask) {
+    const auto t = tokens.to(at::kCPU, at::kLong).contiguous();
+    const std::int64_t b = t.size(0), s = t.size(1);
+    auto allowed = at::ones({reset_attention_mask ? b : 1, 1, s, s}, at::kFloat).tril();
+    // The ids are those the model takes (micro_batch_inputs), so test_ltor_masks.py checks them.
+    auto pos = reset_positions ? reset_position_ids(t, eod) : at::arange(s, at::kLong).unsqueeze(0).expand({b, s}).clone();
+    const auto* tok = t.data_ptr<std::int64_t>();
+    if (reset_attention_mask) {
+        for (std::int64_t r = 0; r < b; ++r)
+            for (std::int64_t i = 0; i < s; ++i)  // positions after an EOD see nothing up to it
+                if (tok[r * s + i] == eod) allowed[r][0].narrow(0, i + 1, s - i - 1).narrow(1, 0, i + 1).zero_();
+    }
+    return {pos, allowed.lt(0.5)};
+}
+
+at::Tensor micro_batch(const Sampler& sample, const std::vector<std::int64_t>& ids, std::int64_t seq, c10::Device device) {
+    const auto n = static_cast<std::int64_t>(ids.size());
+    auto t = at::empty({n, seq + 1}, at::TensorOptions().dtype(at::kLong));
+    auto* out = t.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < n; ++i) {
+        const auto id = ids[static_cast<std::size_t>(i)];
+        const auto s = sample(id);
+        if (static_cast<std::int64_t>(s.size()) != seq + 1)
+            throw Error("sample " + std::to_string(id) + " has " + std::to_string(s.size()) + " tokens, expected " +
+                        std::to_string(seq + 1));
+        std::copy(s.begin(), s.end(), out + i * (seq + 1));
+    }
+    return t.to(device);
+}
+
+DataloaderType dataloader_type(const std::string& flag_value) {
+    if (flag_value == "single") return DataloaderType::Single;
+    if (flag_value == "cyclic") return DataloaderType::Cyclic;
+    throw UsageError("--dataloader-type " + flag_value + ": expected single or cyclic");
+}
+
+PretrainingSampler::PretrainingSampler(DataloaderType type, std::int64_t total_samples, std::int64_t mbs, std::int64_t dp,
+                                       std::int64_t dp_rank)
+    : type_(type), total_(total_samples), mbs_(mbs), dp_(dp), rank_(dp_rank) {
+    if (type_ != DataloaderType::Cyclic) return;
+    // MegatronPretrainingRandomSampler drops the last total % (mbs·DP) samples of every epoch.
+    active_ = total_ / (mbs_ * dp_) * mbs_ * dp_;
+    bucket_ = active_ / dp_;
+    if (active_ <= 0)
+        throw UsageError("--dataloader-type cyclic: the training dataset has " + std::to_string(total_) +
+                         " samples, less than one micro batch per data-parallel rank (" + std::to_string(mbs_ * dp_) + ")");
+}
+
+std::vector<std::int64_t> PretrainingSampler::micro_batch(std::int64_t position) const {
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(mbs_));
+    if (type_ == DataloaderType::Single) {
+        for (std::int64_t i = 0; i < mbs_; ++i) ids[static_cast<std::size_t>(i)] = position + rank_ * mbs_ + i;
+        return ids;
+    }
+    const std::int64_t epoch = position / active_;
+    if (epoch != epoch_) {
+        // torch.Generator().manual_seed(epoch); torch.randperm(bucket, generator=g)
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(epoch));
+        const at::Tensor p = at::randperm(bucket_, gen, at::TensorOptions().dtype(at::kLong));  // locks gen itself
+        perm_.assign(p.data_ptr<std::int64_t>(), p.data_ptr<std::int64_t>() + bucket_);
+        epoch_ = epoch;
+    }
+    const std::int64_t offset = position % active_ / dp_;
+    for (std::int64_t i = 0; i < mbs_; ++i)
+        ids[static_cast<std::size_t>(i)] = rank_ * bucket_ + perm_[static_cast<std::size_t>(offset + i)];
+    return ids;
 }
 
 }  // namespace mds::trainer

@@ -22,6 +22,15 @@ std::vector<at::Tensor> pick(const std::vector<at::Tensor>& v, const std::vector
 
 at::Tensor flat_view(const at::Tensor& t, const Fragment& f) { return t.detach().view({-1}).narrow(0, f.offset, f.length); }
 
+// An fp32 host tensor shaped as `like`, pinned when `like` is on CUDA: page-locked memory lets the
+// device <-> host copies of every step run as DMA transfers at full bandwidth.
+at::Tensor host_buffer(const at::Tensor& like) {
+    return at::empty(like.sizes(), at::TensorOptions().dtype(at::kFloat).device(at::kCPU).pinned_memory(like.is_cuda()));
+}
+
+// A host fp32 copy of `t` (any device, any dtype): a separate tensor even when `t` is on the CPU.
+at::Tensor host_copy(const at::Tensor& t) { return host_buffer(t).copy_(t.detach()); }
+
 }  // namespace
 
 std::vector<FlatGroup> optimizer_groups(const std::vector<model::Parameter>& params, std::int64_t dp) {
@@ -45,12 +54,14 @@ struct AdamOptimizer::Zero1 {
     std::vector<Fragment> own;       // this rank's fragments, all groups
     std::vector<bool> own_decay;     // weight decay of each own fragment
     std::vector<at::Tensor> master, exp_avg, exp_avg_sq, steps;
+    std::vector<at::Tensor> host_grad;  // offloaded: the fp32 host copies of the own gradient fragments
 };
 
 AdamOptimizer::~AdamOptimizer() = default;
 
-AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config, Communicator* zero1)
-    : params_(params), config_(config) {
+AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config, Communicator* zero1,
+                             bool host_offload)
+    : params_(params), config_(config), offload_(host_offload) {
     if (config_.optimizer != "adam") throw UsageError("--optimizer " + config_.optimizer + ": mds-train implements adam only");
     c10::NoGradGuard no_grad;
     if (zero1 && zero1->members(Group::Data).size() > 1) {
@@ -72,10 +83,11 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
         const auto& p0 = params_.empty() ? at::Tensor() : params_[0].tensor;
         for (const auto& f : z->own) {
             const auto view = flat_view(params_[f.param].tensor, f);
-            z->master.push_back(separate_master_ ? view.to(at::kFloat).clone() : view);
+            z->master.push_back(offload_ ? host_copy(view) : separate_master_ ? view.to(at::kFloat).clone() : view);
             z->exp_avg.push_back(at::zeros_like(z->master.back()));
             z->exp_avg_sq.push_back(at::zeros_like(z->master.back()));
-            z->steps.push_back(at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(p0.device())));
+            z->steps.push_back(at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(offload_ ? at::kCPU : p0.device())));
+            if (offload_) z->host_grad.push_back(host_buffer(view));
         }
         zero_ = std::move(z);
         return;
@@ -87,13 +99,15 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
         const auto& p = params_[i].tensor;
         if ((p.scalar_type() != at::kFloat) != separate_master_)
             throw Error("parameter " + params_[i].full_name() + " has another dtype than the rest of the model");
-        master_.push_back(separate_master_ ? p.detach().to(at::kFloat).clone() : p.detach());
+        // Offloaded, the masters are host copies even in fp32 (the device keeps only the model).
+        master_.push_back(offload_ ? host_copy(p) : separate_master_ ? p.detach().to(at::kFloat).clone() : p.detach());
         exp_avg_.push_back(at::zeros_like(master_.back()));
         exp_avg_sq_.push_back(at::zeros_like(master_.back()));
-        if (separate_master_) master_grad_.push_back(at::zeros_like(master_.back()));
+        if (separate_master_ || offload_) master_grad_.push_back(at::zeros_like(master_.back()));
         (params_[i].weight_decay ? decay_ : no_decay_).push_back(i);
     }
-    const auto step_opts = at::TensorOptions().dtype(at::kFloat).device(params_.empty() ? at::kCPU : params_[0].tensor.device());
+    const auto step_opts = at::TensorOptions().dtype(at::kFloat).device(
+        params_.empty() || offload_ ? c10::Device(at::kCPU) : params_[0].tensor.device());
     for (std::size_t i = 0; i < decay_.size(); ++i) step_decay_.push_back(at::zeros({}, step_opts));
     for (std::size_t i = 0; i < no_decay_.size(); ++i) step_no_decay_.push_back(at::zeros({}, step_opts));
 }
@@ -112,10 +126,13 @@ StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale
     // Main gradients in fp32, unscaled. A parameter that got no gradient contributes zeros. In fp32
     // training they are the parameters' own .grad tensors, unscaled and clipped in place.
     const double inv_scale = 1.0 / loss_scale;
-    if (!separate_master_) master_grad_.clear();
+    // Offloaded: the device gradients are copied (device -> host, to fp32) into the host buffers and
+    // everything below runs on those.
+    const bool copies = separate_master_ || offload_;
+    if (!copies) master_grad_.clear();
     for (std::size_t i = 0; i < params_.size(); ++i) {
         auto& param = params_[i].tensor;
-        if (!separate_master_) {
+        if (!copies) {
             if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
             master_grad_.push_back(param.grad());
             if (inv_scale != 1.0) master_grad_.back().mul_(inv_scale);
@@ -139,7 +156,8 @@ StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale
     };
     run(decay_, step_decay_, weight_decay);
     run(no_decay_, step_no_decay_, 0.0);
-    if (separate_master_)
+    // Back into the model (host -> device when offloaded), rounded to its dtype.
+    if (copies)
         for (std::size_t i = 0; i < params_.size(); ++i) params_[i].tensor.detach().copy_(master_[i]);
     return r;
 }
@@ -175,13 +193,15 @@ StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, doubl
     const double inv_scale = 1.0 / loss_scale;
     // This rank's fragments of the main gradients, in fp32 and unscaled.
     std::vector<at::Tensor> frag_grads;
-    for (const auto& f : z.own) {
-        auto g = flat_view(grads[f.param], f);
-        frag_grads.push_back(separate_master_ ? g.to(at::kFloat) : g);
+    // Offloaded: host fp32 copies (device -> host), unscaled there.
+    for (std::size_t k = 0; k < z.own.size(); ++k) {
+        auto g = flat_view(grads[z.own[k].param], z.own[k]);
+        frag_grads.push_back(offload_ ? z.host_grad[k].copy_(g) : separate_master_ ? g.to(at::kFloat) : g);
     }
     if (!separate_master_ && inv_scale != 1.0) {
         for (auto& g : grads) g.mul_(inv_scale);
-    } else if (inv_scale != 1.0) {
+        if (offload_ && !frag_grads.empty()) at::_foreach_mul_(frag_grads, inv_scale);
+    } else if (inv_scale != 1.0 && !frag_grads.empty()) {
         at::_foreach_mul_(frag_grads, inv_scale);
     }
     std::vector<at::Tensor> norm_of;
@@ -210,7 +230,7 @@ StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, doubl
         at::_fused_adamw_(m, g, m1, m2, {}, st, lr, config_.adam_beta1, config_.adam_beta2, decay ? weight_decay : 0.0,
                           config_.adam_eps, /*amsgrad=*/false, /*maximize=*/false);
     }
-    if (separate_master_)
+    if (separate_master_ || offload_)
         for (std::size_t k = 0; k < z.own.size(); ++k) flat_view(params_[z.own[k].param].tensor, z.own[k]).copy_(z.master[k]);
     // Every rank's updated partition to every rank, one flat buffer per group in the parameters' dtype.
     const auto dtype = params_.empty() ? at::kFloat : params_[0].tensor.scalar_type();
@@ -282,7 +302,8 @@ double AdamOptimizer::model_parallel_total(double sharded, double replicated) co
 
 double AdamOptimizer::model_parallel_total(const at::Tensor& per_param) const {
     if (!sharded_mask_.defined()) return per_param.sum().item<double>();
-    const auto counted = per_param * counted_mask_;
+    // Offloaded, the per-parameter values may come from host tensors while the masks are on the device.
+    const auto counted = per_param.to(counted_mask_.device()) * counted_mask_;
     return model_parallel_total((counted * sharded_mask_).sum().item<double>(), (counted * (1.0 - sharded_mask_)).sum().item<double>());
 }
 
@@ -345,7 +366,7 @@ void AdamOptimizer::load_state(const std::vector<at::Tensor>& master, const std:
         master_[i].copy_(master[i]);
         exp_avg_[i].copy_(exp_avg[i]);
         exp_avg_sq_[i].copy_(exp_avg_sq[i]);
-        if (separate_master_) params_[i].tensor.detach().copy_(master_[i]);
+        if (separate_master_ || offload_) params_[i].tensor.detach().copy_(master_[i]);
     }
     steps_ = steps;
     for (auto* v : {&step_decay_, &step_no_decay_})

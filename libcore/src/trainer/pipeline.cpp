@@ -20,7 +20,7 @@ struct LayerSizes {
 LayerSizes layer_sizes(const model::GptConfig& c, std::int64_t tp) {
     const auto n = ckpt::gpt_shard_parameters(c.hidden_size, c.ffn_hidden_size, c.padded_vocab_size,
                                               c.position_embedding == model::PositionEmbedding::Absolute ? c.max_position_embeddings : 0,
-                                              c.embed_layernorm, tp);
+                                              c.embed_layernorm, tp, c.projection_size(), c.glu != model::Glu::None);
     return {n.embedding, n.block, n.final_norm};
 }
 
@@ -58,15 +58,16 @@ model::PipelineStage pipeline_stage(const model::GptConfig& config, int tp, int 
 
 namespace {
 
-// A received activation or gradient: [mbs, seq, h] in the model dtype.
+// A received activation or gradient: [mbs, seq, h] in the model dtype (fp32 with --fp32-residual-connection).
 at::Tensor activation(const PipelineStep& step) {
     const auto& model = *step.model;
+    const auto dtype = model.config().fp32_residual ? at::kFloat : model.parameters().front().tensor.scalar_type();
     return at::empty({step.micro_batch_size, step.seq_length, model.config().hidden_size},
-                     at::TensorOptions().dtype(model.parameters().front().tensor.scalar_type()).device(model.device()));
+                     at::TensorOptions().dtype(dtype).device(model.device()));
 }
 
-// Micro batch j's tokens and labels where this stage uses them.
-std::pair<at::Tensor, at::Tensor> inputs(const PipelineStep& step, std::int64_t j) {
+// Micro batch j's tokens, position ids, labels and loss mask where this stage uses them.
+MicroBatchInputs inputs(const PipelineStep& step, std::int64_t j) {
     if (step.prev >= 0 && step.next >= 0) return {};
     return step.batch(j);
 }
@@ -96,9 +97,9 @@ double pipeline_train(const PipelineStep& step, double loss_factor) {
     };
     // Forward of the next micro batch with `input` (received); returns what the next stage needs.
     auto forward = [&](at::Tensor input) {
-        const auto [tokens, labels] = inputs(step, next_forward++);
+        const auto in = inputs(step, next_forward++);
         if (input.defined()) input.requires_grad_(true);
-        auto out = model.stage_forward(first ? tokens : input, labels);
+        auto out = model.stage_forward(first ? in.tokens : input, in.labels, in.loss_mask, in.position_ids);
         if (last) loss_sum += out.item<double>();
         queue.push_back({input, out});
         return out;
@@ -151,13 +152,13 @@ double pipeline_evaluate(const PipelineStep& step) {
     if ((!first || !last) && !step.comm) throw Error("a pipeline of several stages needs a communicator");
     double loss_sum = 0;
     for (std::int64_t j = 0; j < step.micro_batches; ++j) {
-        const auto [tokens, labels] = inputs(step, j);
-        at::Tensor input = tokens;
+        const auto in = inputs(step, j);
+        at::Tensor input = in.tokens;
         if (!first) {
             input = activation(step);
             step.comm->exchange({{input, step.prev, false, kForwardTag}});
         }
-        auto out = model.stage_forward(input, labels);
+        auto out = model.stage_forward(input, in.labels, in.loss_mask, in.position_ids);
         if (last) loss_sum += out.item<double>();
         else step.comm->exchange({{out, step.next, true, kForwardTag}});
     }

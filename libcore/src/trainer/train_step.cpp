@@ -14,9 +14,10 @@ void Trainer::sync_tp_duplicated_parameters() {
     if (!tp_norms_.empty()) comm_->all_reduce_sum(tp_norms_, Group::Tensor, 1.0 / static_cast<double>(tp_size_));
 }
 
-// The micro batches of one step: Megatron's pretraining sampler gives micro batch j of the step
-// the samples [j·mbs·DP, (j+1)·mbs·DP) of the global batch, of which this rank takes its mbs.
-PipelineStep Trainer::pipeline_step(const Sampler& sample, std::int64_t first_sample, std::int64_t nmb, std::int64_t seqlen) {
+// The micro batches of one step: micro batch j starts at data stream position first_sample + j·mbs·DP;
+// `order` (--dataloader-type) says which samples this rank takes there.
+PipelineStep Trainer::pipeline_step(const Sampler& sample, const PretrainingSampler& order, std::int64_t first_sample,
+                                    std::int64_t nmb, std::int64_t seqlen) {
     PipelineStep ps;
     ps.model = model_.get();
     ps.comm = comm_.get();
@@ -25,12 +26,27 @@ PipelineStep Trainer::pipeline_step(const Sampler& sample, std::int64_t first_sa
     ps.micro_batches = nmb;
     ps.micro_batch_size = mbs_;
     ps.seq_length = seqlen;
-    ps.batch = [&sample, first_sample, seqlen, mbs = mbs_, dp = dp_, dp_rank = dp_rank_, device = device_,
-                seq = cfg_.seq_length](std::int64_t j) {
-        const auto b = micro_batch(sample, micro_batch_first_sample(first_sample, j, mbs, dp, dp_rank), mbs, seq, device);
-        return tokens_and_labels(b, seqlen);
+    ps.batch = [&sample, &order, first_sample, seqlen, mbs = mbs_, dp = dp_, device = device_, seq = cfg_.seq_length,
+                eod = eod_mask_id_, reset_eod = reset_position_eod_](std::int64_t j) {
+        const auto b = micro_batch(sample, order.micro_batch(first_sample + j * mbs * dp), seq, device);
+        return micro_batch_inputs(b, seqlen, eod, reset_eod);
     };
     return ps;
+}
+
+// BMD's train loop, before a step: when iteration + 1 falls in the first range left, it drops the range
+// and draws END - iteration micro batches from the data iterator without training on them, then
+// trains this same iteration on what follows. Only that first range is looked at (a range ending at
+// the resumed iteration blocks the later ones, as in BMD); iteration, consumed samples, LR schedule
+// and batch-size ramp-up do not move.
+void Trainer::skip_data_if_due() {
+    while (!skip_ranges_.empty() && skip_ranges_.front()[0] <= iteration_ + 1 && iteration_ + 1 <= skip_ranges_.front()[1]) {
+        const auto [start, end] = skip_ranges_.front();
+        skip_ranges_.pop_front();
+        info("Skipped iterations " + std::to_string(start) + " to " + std::to_string(end) +
+             " due to --skip-train-iteration-range flag.");
+        skipped_samples_ += (end - iteration_) * mbs_ * dp_;  // a micro batch of every data-parallel rank each
+    }
 }
 
 StepOutcome Trainer::train_step() {
@@ -54,7 +70,8 @@ StepOutcome Trainer::train_step() {
     sync_tp_duplicated_parameters();
 
     // ---- forward / backward (1F1B over the pipeline stages; one stage: each micro batch in turn) ----
-    auto step = pipeline_step(train_sample_, consumed_, nmb, seqlen);
+    // The data stream runs ahead of consumed_ by what --skip-train-iteration-range skipped (BMD's iterator).
+    auto step = pipeline_step(train_sample_, *train_order_, consumed_ + skipped_samples_, nmb, seqlen);
     if (reducer_ && args_.parallel.overlap_grad_reduce) step.before_last_backward = [this] { reducer_->arm(); };
     // Megatron divides each micro batch's loss by the number of micro batches.
     const double loss_sum = pipeline_train(step, scale / static_cast<double>(nmb));

@@ -18,12 +18,16 @@ RunSummary run_training(const flags::TrainArgs& args, const RunOptions& options)
 }
 
 RunSummary Trainer::train() {
+    if (args_.logging.evaluate_only()) return evaluate_only();
     info("training " + std::to_string(train_iters_) + " iterations of " + std::to_string(gbs_) + " × " +
          std::to_string(cfg_.seq_length) + " tokens");
     model_->set_training(true);
     interval_ = IntervalStats{};
     Stop stop = iteration_ < train_iters_ ? Stop::Continue : Stop::Finished;
+    // --skip-train-iteration-range: BMD drops the ranges that end before the resumed iteration.
+    while (!skip_ranges_.empty() && skip_ranges_.front()[1] < iteration_) skip_ranges_.pop_front();
     while (stop == Stop::Continue) {
+        skip_data_if_due();
         const StepOutcome step = train_step();
         log_step(step);
         if (do_valid_ && args_.logging.eval_interval > 0 && iteration_ % args_.logging.eval_interval == 0)
@@ -79,6 +83,26 @@ void Trainer::end_of_training(Stop stop) {
         if (iteration_ != 0) save();
         for (auto& t : test_sets_) (void)evaluate("the end of training for test data", t, true);
     }
+    finish_run(stop);
+}
+
+// --eval-only: BMD's pretrain with do_train off. No step: the validation sets, then the test sets, as
+// at the end of training, at iteration 0 (pretrain's own counter, which no step moved: the
+// TensorBoard step), and no checkpoint (pretrain saves only after a step).
+RunSummary Trainer::evaluate_only() {
+    info("--eval-only: no training step; evaluating the weights " +
+         (iteration_ > 0 ? "of iteration " + std::to_string(iteration_) : std::string("as initialized")));
+    const std::int64_t loaded = iteration_;
+    iteration_ = 0;
+    if (do_valid_) evaluate_valid("the end of training for val data");
+    for (auto& t : test_sets_) (void)evaluate("the end of training for test data", t, true);
+    iteration_ = loaded;
+    finish_run(Stop::Finished);
+    summary_.exit_reason = "eval only";
+    return summary_;
+}
+
+void Trainer::finish_run(Stop stop) {
     if (tb_) tb_->flush(true);
     if (carbon_) {
         const auto row = carbon_->stop();

@@ -19,6 +19,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -123,6 +124,7 @@ private:
     void setup_launch();        // signals, threads, device, communicator
     void setup_model();         // tokenizer → padded vocabulary, model stage, seed
     void setup_data();          // batch sizes, datasets, iterations
+    void setup_sample_order();  // --dataloader-type, --skip-train-iteration-range (end of setup_data)
     void setup_optimizer();     // LR schedule, AdamW, TP-duplicated norms, data-parallel reducer
     void setup_observers();     // carbon tracker, TensorBoard, throughput shape, curriculum, alerts
     // ---- resume (trainer_state.cpp) ----
@@ -131,13 +133,18 @@ private:
 
     void info(const std::string& m) const;  // rank 0 prints (print_rank_0)
     void sync_tp_duplicated_parameters();
-    PipelineStep pipeline_step(const Sampler& sample, std::int64_t first_sample, std::int64_t nmb, std::int64_t seqlen);
+    PipelineStep pipeline_step(const Sampler& sample, const PretrainingSampler& order, std::int64_t first_sample,
+                               std::int64_t nmb, std::int64_t seqlen);
+    // --skip-train-iteration-range at the top of an iteration, as BMD's train loop (trainer.cpp).
+    void skip_data_if_due();
     void write_step_tensorboard(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
                                 const std::optional<double>& params_norm);
     void write_log_line(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
                         const std::optional<double>& params_norm);
     void leave(Stop stop);      // what an exit does before the loop ends (messages, save)
     void end_of_training(Stop stop);
+    RunSummary evaluate_only();  // --eval-only (trainer.cpp)
+    void finish_run(Stop stop);  // what every run does last: flush, carbon, summary
 
     // ---- flags and launch ----
     const flags::TrainArgs args_;
@@ -173,6 +180,13 @@ private:
     std::optional<data::GptDatasets> datasets_;
     std::optional<data::WeightedSplitDatasets> weighted_;
     Sampler train_sample_;
+    std::optional<PretrainingSampler> train_order_;  // --dataloader-type
+    std::optional<std::int64_t> eod_mask_id_;        // --eod-mask-loss: the tokenizer's EOD id
+    std::optional<std::int64_t> reset_position_eod_; // --reset-position-ids: the tokenizer's EOD id
+    // --skip-train-iteration-range: the ranges not reached yet, and the samples skipped since this
+    // launch (BMD's data iterator runs ahead of consumed_train_samples by them; not saved, as in BMD).
+    std::deque<std::array<std::int64_t, 2>> skip_ranges_;
+    std::int64_t skipped_samples_ = 0;
     std::vector<EvalSet> valid_sets_, test_sets_;
     std::int64_t train_iters_ = 0;
     bool do_valid_ = false, do_test_ = false;

@@ -37,6 +37,7 @@ model::GptConfig model_config(const flags::TrainArgs& args, std::int64_t padded_
     c.hidden_size = m.hidden_size;
     c.ffn_hidden_size = m.ffn_hidden();
     c.num_attention_heads = m.num_attention_heads;
+    c.kv_channels = m.kv();
     c.seq_length = m.seq_length;
     c.max_position_embeddings = m.max_positions();
     c.padded_vocab_size = padded_vocab;
@@ -50,6 +51,14 @@ model::GptConfig model_config(const flags::TrainArgs& args, std::int64_t padded_
         throw UsageError("--position-embedding-type " + m.position_embedding_type + " is not supported (absolute or alibi)");
     }
     c.embed_layernorm = m.embed_layernorm;
+    // ParallelMLP's choice: the fused bias GeLU first, then a GLU, --openai-gelu, --onnx-safe, F.gelu.
+    c.activation = m.bias_gelu_fusion ? model::Activation::FusedGelu
+                   : m.openai_gelu    ? model::Activation::OpenAiGelu
+                   : m.onnx_safe_on() ? model::Activation::ErfGelu
+                                      : model::Activation::Gelu;
+    if (m.glu_activation) c.glu = model::glu_from_name(*m.glu_activation);
+    c.residual_post_layernorm = m.apply_residual_connection_post_layernorm;
+    c.fp32_residual = m.fp32_residual_connection;
     c.checkpoint_activations = m.checkpoint_activations;
     c.checkpoint_num_layers = m.checkpoint_num_layers;
     c.precision = args.optimizer.fp16 ? model::Precision::FP16 : args.optimizer.bf16 ? model::Precision::BF16 : model::Precision::FP32;
@@ -193,6 +202,19 @@ void Trainer::setup_model() {
     // Tokenizer → padded vocabulary, as Megatron's build_tokenizer.
     const auto tok = flags::load_tokenizer(args_.data);
     vocab_ = static_cast<std::int64_t>(tok.vocab_size());
+    // --vocab-extra-ids: Megatron's GPT2BPETokenizer ignores it; its PretrainedFromHF passes <extra_id_0> ...
+    // <extra_id_{N-1}> to AutoTokenizer as additional special tokens, which adds those it lacks to len(tokenizer).
+    if (args_.data.tokenizer_type.value_or("GPT2BPETokenizer") == "PretrainedFromHF")
+        for (std::int64_t i = 0; i < args_.data.vocab_extra_ids; ++i)
+            if (tok.token_id("<extra_id_" + std::to_string(i) + ">") < 0) ++vocab_;
+    if (args_.data.eod_mask_loss) {
+        if (tok.eod_id() < 0) throw UsageError("--eod-mask-loss: the tokenizer has no end-of-document token");
+        eod_mask_id_ = tok.eod_id();
+    }
+    if (args_.data.reset_position_ids) {
+        if (tok.eod_id() < 0) throw UsageError("--reset-position-ids: the tokenizer has no end-of-document token");
+        reset_position_eod_ = tok.eod_id();
+    }
     padded_ = flags::padded_vocab_size(vocab_, args_.model, args_.parallel.tensor_model_parallel_size);
     info(" > padded vocab (size: " + std::to_string(vocab_) + ") with " + std::to_string(padded_ - vocab_) +
          " dummy tokens (new size: " + std::to_string(padded_) + ")");
@@ -272,6 +294,21 @@ void Trainer::setup_data() {
     }
     do_valid_ = !valid_sets_.empty();
     do_test_ = !test_sets_.empty();
+    setup_sample_order();
+}
+
+// --dataloader-type and --skip-train-iteration-range: the order this rank reads the training samples in.
+void Trainer::setup_sample_order() {
+    const auto type = dataloader_type(args_.data.dataloader_type);
+    if (type == DataloaderType::Cyclic && (do_valid_ || do_test_))
+        // BMD's build_train_valid_test_data_iterators wraps the LIST of validation / test data loaders in
+        // cyclic_iter, so its evaluation gets a DataLoader for a batch and fails.
+        throw UsageError("--dataloader-type cyclic: Megatron-DeepSpeed's evaluation fails with it (its validation and "
+                         "test iterators cycle over the list of data loaders); give no validation or test data "
+                         "(--split 100,0,0, no --valid/--test-weighted-split-paths) or --eval-iters 0");
+    const std::int64_t total = weighted_split_ ? weighted_->groups(0).front().size : datasets_->summary().sizes[0];
+    train_order_.emplace(type, total, mbs_, dp_, dp_rank_);
+    skip_ranges_.assign(args_.data.skip_ranges.begin(), args_.data.skip_ranges.end());
 }
 
 void Trainer::setup_optimizer() {
@@ -280,7 +317,11 @@ void Trainer::setup_optimizer() {
     // BF16_Optimizer, which bf16 runs get at ZeRO stage 0 ("it implements its own zero stage 1
     // equivalent", tr11-176B-ml's ds_config). The optimizer partitions only over more than one rank.
     const bool partition_states = ckpt::ds_partitions_optimizer_states(args_.parallel.zero_stage, args_.optimizer.bf16);
-    optimizer_ = std::make_unique<AdamOptimizer>(model_->parameters(), args_.optimizer, partition_states ? comm_.get() : nullptr);
+    optimizer_ = std::make_unique<AdamOptimizer>(model_->parameters(), args_.optimizer, partition_states ? comm_.get() : nullptr,
+                                                 args_.parallel.host_optimizer());
+    if (optimizer_->offloaded())
+        info("optimizer offload: fp32 master weights, Adam moments and the step in host memory (--cpu-optimizer / "
+             "offload_optimizer)");
     if (tp_size_ > 1 || pp_size_ > 1) {
         Communicator* c = comm_.get();
         std::function<double(double)> tp_sum, pp_sum;

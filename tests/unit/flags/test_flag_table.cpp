@@ -52,11 +52,14 @@ TEST_CASE("flag table: names and Namespace keys are unique; every row says what 
         switch (row.status) {
         case FlagStatus::Supported: CHECK(has_slot); break;
         case FlagStatus::NoEffect:
-            CHECK(has_slot);
-            CHECK(row.help.find("no effect in mds") != std::string::npos);
+            // Accepted, with a help that says so and the reason mds's numbers do not depend on it: in
+            // `why` (the docs' table prints it after the help) or in the row's doc.
+            CHECK(row.help.find("no effect") != std::string::npos);
+            CHECK((!row.why.empty() || !row.doc.empty()));
             break;
         case FlagStatus::Refused: CHECK(!row.why.empty()); break;
-        case FlagStatus::Undeclared: CHECK(!has_slot); break;
+        // Issue 18: every BMD flag is taken, accepted without effect or refused by name.
+        case FlagStatus::Undeclared: FAIL_CHECK("a BMD flag is still undeclared"); break;
         }
         // The Namespace writes a Fixed row's value as the table spells it: it must read as Python.
         if (row.py == PyForm::Fixed || (!row.slot && row.py != PyForm::Derived)) CHECK_NOTHROW(python_literal(row.bmd_value));
@@ -64,7 +67,8 @@ TEST_CASE("flag table: names and Namespace keys are unique; every row says what 
     CHECK(find_flag("--partition-method") == find_flag("--pp-partition-method"));
     CHECK(find_flag("--no-such-flag") == nullptr);
     CHECK(find_namespace_key("seq_length") == find_flag("--seq-length"));
-    CHECK(find_namespace_key("bert_binary_head")->status == FlagStatus::Undeclared);
+    CHECK(find_namespace_key("bert_binary_head")->status == FlagStatus::NoEffect);
+    CHECK(find_flag("--local-rank") == find_flag("--local_rank"));
 }
 
 TEST_CASE("flag table: Python literals") {
@@ -94,8 +98,8 @@ TEST_CASE("flag table: a flag's value in the checkpoint's args Namespace") {
     CHECK(repr_of(*find_flag("--data-path"), given) == "['0.5', '/a', '0.5', '/b']");
     CHECK(repr_of(*find_flag("--save-interval"), given) == "5");
     CHECK(repr_of(*find_flag("--lr"), defaults) == "0.001");
-    // A refused flag and a BMD flag mds does not declare: BMD's value.
-    CHECK(repr_of(*find_flag("--dataloader-type"), defaults) == "'single'");
+    // A refused flag and a flag mds accepts without reading it: BMD's value when not given.
+    CHECK(repr_of(*find_flag("--inference"), defaults) == "False");
     CHECK(repr_of(*find_flag("--zero-reduce-bucket-size"), defaults) == "0.0");
     CHECK(repr_of(*find_namespace_key("bert_binary_head"), defaults) == "True");
     // Derived attributes belong to the Namespace writer.
@@ -136,10 +140,14 @@ TEST_CASE("flag table: the docs' markdown tables") {
     CHECK(md.find("| `--num-layers` | Number of transformer layers (required) [default: 0] |") != std::string::npos);
     CHECK(md.find("| `--seq-length` | Tokens per training sample (required) [default: 0] (more words) |") != std::string::npos);
     CHECK(md.find("| `--pp-partition-method` `--partition-method` |") != std::string::npos);
-    CHECK(md.find("| `--openai-gelu` | not supported: only the tanh-approximated GeLU is implemented |") != std::string::npos);
+    CHECK(md.find("| `--batch-size` | not supported: no longer valid in Megatron") != std::string::npos);
+    // A flag without effect: its help, then why mds's numbers do not depend on it.
+    CHECK(md.find("| `--mmap-warmup` | Read the datasets' index files once before training (no effect in mds): it only "
+                  "warms the page cache") != std::string::npos);
     CHECK(md.find("type:transformer\\|embedding") != std::string::npos);  // a | in a cell is escaped
     CHECK(md.find("--hidden-flag") == std::string::npos);
-    CHECK(md.find("bert") == std::string::npos);  // undeclared rows are not flags of mds-train
+    CHECK(md.find("### Flags of BMD's BERT, T5, ICT, retriever and vision scripts (no effect in mds-train)") !=
+          std::string::npos);
 }
 
 TEST_CASE("flag table: every add_argument of BigScience's megatron/arguments.py has a row") {
@@ -172,5 +180,70 @@ TEST_CASE("flag table: every add_argument of BigScience's megatron/arguments.py 
         if (row && row->status == FlagStatus::Undeclared) ++undeclared;
     }
     CHECK(flags > 180);
-    MESSAGE(flags << " BMD flags, " << undeclared << " not declared by mds-train yet");
+    CHECK(undeclared == 0);  // issue 18: none left
+
+}
+
+TEST_CASE("flag table: flags accepted without effect are checked as BMD's parser does and recorded") {
+    const TrainArgs defaults = parse(kModel);
+    TrainArgs given = parse(model_and({"--tile-factor", "4", "--no-masked-softmax-fusion", "--use-cpu-initialization",
+                                             "--retriever-report-topk-accuracies", "1", "5", "20", "--DDP-impl", "torch",
+                                             "--sample-rate", "0.5", "--log-path", "/logs", "--mmap-warmup"}));
+    CHECK_NOTHROW(validate(given));
+    // The Namespace holds what BMD's would: the typed value given, or BMD's default.
+    CHECK(repr_of(*find_flag("--tile-factor"), given) == "4");
+    CHECK(repr_of(*find_flag("--tile-factor"), defaults) == "1");
+    CHECK(repr_of(*find_flag("--no-masked-softmax-fusion"), given) == "False");  // store_false
+    CHECK(repr_of(*find_flag("--no-masked-softmax-fusion"), defaults) == "True");
+    CHECK(repr_of(*find_flag("--use-cpu-initialization"), given) == "True");
+    CHECK(repr_of(*find_flag("--use-cpu-initialization"), defaults) == "None");
+    CHECK(repr_of(*find_flag("--retriever-report-topk-accuracies"), given) == "[1, 5, 20]");
+    CHECK(repr_of(*find_flag("--retriever-report-topk-accuracies"), defaults) == "[]");
+    CHECK(repr_of(*find_flag("--DDP-impl"), given) == "'torch'");
+    CHECK(repr_of(*find_flag("--sample-rate"), given) == "0.5");
+    CHECK(repr_of(*find_flag("--log-path"), given) == "'/logs'");
+    CHECK(repr_of(*find_flag("--mmap-warmup"), given) == "True");
+    // argparse's type= and choices= still apply.
+    CHECK_THROWS_WITH(parse(model_and({"--tile-factor", "two"})), doctest::Contains("--tile-factor"));
+    CHECK_THROWS_WITH(parse(model_and({"--sample-rate", "half"})), doctest::Contains("--sample-rate"));
+    CHECK_THROWS(parse(model_and({"--DDP-impl", "apex"})));
+    CHECK_THROWS(parse(model_and({"--remote-device", "disk"})));
+    // BMD's own checks of flags it then ignores stop mds-train too.
+    auto distribute = parse(model_and({"--distribute-checkpointed-activations"}));
+    CHECK_THROWS_WITH_AS(validate(distribute), doctest::Contains("needs --checkpoint-activations"), mds::UsageError);
+    auto distribute_ok = parse(model_and({"--distribute-checkpointed-activations", "--checkpoint-activations"}));
+    CHECK_NOTHROW(validate(distribute_ok));
+    auto decoder = parse(model_and({"--decoder-seq-length", "128"}));
+    CHECK_THROWS_WITH_AS(validate(decoder), doctest::Contains("--decoder-seq-length 128"), mds::UsageError);
+    auto decoder_ok = parse(model_and({"--decoder-seq-length", "64"}));
+    CHECK_NOTHROW(validate(decoder_ok));
+}
+
+TEST_CASE("flag table: refused flags say what to use instead") {
+    CHECK_THROWS_WITH(parse(model_and({"--batch-size", "4"})),
+                      doctest::Contains("--batch-size: not supported by mds-train: no longer valid in Megatron"));
+    CHECK_THROWS_WITH(parse(model_and({"--batch-size", "4"})), doctest::Contains("use --micro-batch-size"));
+    CHECK_THROWS_WITH(parse(model_and({"--warmup", "0.1"})), doctest::Contains("use --lr-warmup-fraction"));
+    CHECK_THROWS_WITH(parse(model_and({"--model-parallel-size", "2"})), doctest::Contains("use --tensor-model-parallel-size"));
+    CHECK_THROWS_WITH(parse(model_and({"--deepscale_config", "ds.json"})), doctest::Contains("use --deepspeed_config"));
+    CHECK_THROWS_WITH(parse(model_and({"--inference"})), doctest::Contains("--eval-only"));
+    CHECK_THROWS_WITH(parse(model_and({"--encoder-seq-length", "64"})), doctest::Contains("use --seq-length"));
+}
+
+TEST_CASE("flag table: --eval-only reads its value as argparse's type=bool; --local_rank is kept") {
+    const TrainArgs none = parse(kModel);
+    CHECK_FALSE(none.logging.evaluate_only());
+    CHECK(repr_of(*find_flag("--eval-only"), none) == "None");
+    const TrainArgs yes = parse(model_and({"--eval-only", "True"}));
+    CHECK(yes.logging.evaluate_only());
+    CHECK(repr_of(*find_flag("--eval-only"), yes) == "True");
+    // bool("False") is True in Python: BMD evaluates only with --eval-only False too.
+    const TrainArgs no = parse(model_and({"--eval-only", "False"}));
+    CHECK(no.logging.evaluate_only());
+    const TrainArgs empty = parse(model_and({"--eval-only", ""}));
+    CHECK_FALSE(empty.logging.evaluate_only());
+    CHECK(repr_of(*find_flag("--eval-only"), empty) == "False");
+    CHECK(parse(model_and({"--local_rank", "3"})).parallel.local_rank == 3);
+    CHECK(parse(model_and({"--local-rank=2"})).parallel.local_rank == 2);
+    CHECK_FALSE(none.parallel.local_rank.has_value());
 }

@@ -250,8 +250,11 @@ TEST_CASE("Megatron's defaults when a flag is absent") {
 }
 
 TEST_CASE("unsupported and unknown flags are errors naming the flag") {
-    CHECK(contains(error_of_parse({"--glu-activation", "geglu"}), "--glu-activation: not supported by mds-train"));
-    CHECK(contains(error_of_parse({"--openai-gelu"}), "--openai-gelu: not supported by mds-train"));
+    // --glu-activation takes BMD's four choices only, and the message lists them.
+    CHECK(contains(error_of_parse({"--glu-activation", "gelu"}), "--glu-activation"));
+    CHECK(contains(error_of_parse({"--glu-activation", "gelu"}), "swiglu"));
+    CHECK(error_of_parse({"--glu-activation", "geglu", "--no-bias-gelu-fusion", "--openai-gelu"}).empty());
+    CHECK(error_of_parse({"--fp32-residual-connection", "--bf16"}).empty());
     CHECK(contains(error_of_parse({"--batch-size", "4"}), "use --micro-batch-size"));
     CHECK(contains(error_of_parse({"--no-such-flag", "1"}), "--no-such-flag"));
     CHECK(contains(error_of_parse({"--tokenizer-type", "BertWordPieceCase"}), "--tokenizer-type"));
@@ -334,6 +337,18 @@ TEST_CASE("validation: Megatron's rules between flags") {
     fails_with({"--train-iters", "10", "--train-samples", "10"}, "exclude each other");
     fails_with({"--train-iters", "10", "--fp16", "--bf16"}, "--fp16 and --bf16 exclude each other");
     fails_with({"--train-iters", "10", "--hidden-size", "66"}, "--hidden-size 66 is not divisible by --num-attention-heads 4");
+    fails_with({"--train-iters", "10", "--glu-activation", "swiglu"}, "--glu-activation swiglu needs --no-bias-gelu-fusion");
+    fails_with({"--train-iters", "10", "--kv-channels", "0"}, "--kv-channels must be positive");
+    fails_with({"--train-iters", "10", "--fp16-lm-cross-entropy"}, "--fp16-lm-cross-entropy needs --fp16");
+    fails_with({"--train-iters", "10", "--fp32-residual-connection"}, "--fp32-residual-connection needs --fp16 or --bf16");
+    {  // --kv-channels frees --hidden-size from dividing by the heads, as in Megatron.
+        TrainArgs kv;
+        auto argv = base;
+        for (const char* a : {"--train-iters", "10", "--hidden-size", "66", "--kv-channels", "8"}) argv.push_back(a);
+        parse(kv, argv);
+        CHECK_NOTHROW(validate(kv));
+        CHECK(kv.model.kv() == 8);
+    }
     fails_with({"--train-iters", "10", "--seq-length", "256"}, "--max-position-embeddings 128 is smaller than --seq-length 256");
     fails_with({"--train-iters", "10", "--lr-warmup-samples", "5"}, "--lr-warmup-samples needs --train-samples");
     fails_with({"--train-samples", "10", "--lr-decay-iters", "5"}, "--lr-decay-iters needs --train-iters");

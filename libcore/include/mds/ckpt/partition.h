@@ -69,8 +69,11 @@ struct GptShardParameters {
 };
 // `position_rows` is 0 without an absolute position table (ALiBi). The split sums are rounded up,
 // which matters only for sizes Megatron refuses (heads or FFN or vocabulary not divisible by tp).
+// `projection_size`: --kv-channels × heads (0: hidden_size, the default); `glu`: --glu-activation
+// (dense_h_to_4h has 2·ffn rows).
 GptShardParameters gpt_shard_parameters(std::int64_t hidden_size, std::int64_t ffn_hidden_size, std::int64_t padded_vocab_size,
-                                        std::int64_t position_rows, bool embed_layernorm, std::int64_t tp);
+                                        std::int64_t position_rows, bool embed_layernorm, std::int64_t tp,
+                                        std::int64_t projection_size = 0, bool glu = false);
 
 // One pipeline stage of a GPT cut as above: transformer blocks [first_block, end_block) (counted
 // from 0), and whether it holds the embedding (first EmbeddingPipe) and the output layer (the tied

@@ -52,6 +52,9 @@ struct DeepSpeedConfig {
     std::optional<std::int64_t> zero_stage;  // zero_optimization.stage
     std::optional<bool> overlap_comm;        // zero_optimization.overlap_comm: all-reduce during backward
     std::optional<std::int64_t> reduce_bucket_size;  // zero_optimization.reduce_bucket_size, in elements
+    std::optional<std::string> offload_optimizer_device;  // zero_optimization.offload_optimizer.device: none|cpu
+    std::optional<bool> offload_optimizer_pin_memory;     // ...offload_optimizer.pin_memory (mds pins on CUDA)
+    std::optional<bool> zero_force_ds_cpu_optimizer;      // read, no effect (DeepSpeed's client-optimizer guard)
     std::optional<DeepSpeedFp16> fp16;       // present when the "fp16" section is
     std::optional<bool> bf16_enabled;        // bf16.enabled
     std::optional<CurriculumLearningConfig> curriculum_learning;

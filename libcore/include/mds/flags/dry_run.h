@@ -59,7 +59,10 @@ struct DryRunStage {
     std::int64_t parameters = 0;          // parameters on this GPU (its tensor-parallel shard)
     std::int64_t weights_bytes = 0;
     std::int64_t gradients_bytes = 0;
-    std::int64_t optimizer_bytes = 0;     // after ZeRO-1 partitioning over data parallelism
+    std::int64_t optimizer_bytes = 0;     // after ZeRO-1 partitioning over data parallelism (0 when offloaded)
+    // --cpu-optimizer / offload_optimizer: host memory of the rank for the optimizer (fp32 masters,
+    // Adam moments, fp32 gradient copy), after partitioning; 0 without offload.
+    std::int64_t host_optimizer_bytes = 0;
     std::int64_t activations_bytes = 0;
     std::int64_t total_bytes = 0;
 };
@@ -100,7 +103,11 @@ struct DryRunReport {
     // Memory.
     std::int64_t weight_bytes_per_parameter = 0;     // 2 (fp16/bf16) or 4
     std::int64_t gradient_bytes_per_parameter = 0;   // 2 or 4
-    std::int64_t optimizer_bytes_per_parameter = 0;  // 12 (fp32 master, m, v) or 8 (m, v), before ZeRO
+    std::int64_t optimizer_bytes_per_parameter = 0;  // 12 (fp32 master, m, v) or 8 (m, v), before ZeRO; 0 offloaded
+    // --cpu-optimizer / offload_optimizer: the optimizer lives in host memory, 16 bytes per parameter
+    // (fp32 master, m, v, and the fp32 gradient copy the host step reads), before ZeRO.
+    bool host_optimizer = false;
+    std::int64_t host_optimizer_bytes_per_parameter = 0;
     std::vector<DryRunStage> stages;                 // first and last stage; one when PP = 1
     std::size_t largest_stage = 0;                   // index into stages of the largest total
     // Time.

@@ -24,7 +24,8 @@ namespace mds::flags {
 
 enum class FlagStatus {
     Supported,   // read by mds with Megatron's meaning
-    NoEffect,    // accepted so BigScience's scripts run; no effect on what mds computes (the help says so)
+    NoEffect,    // accepted so BigScience's scripts run; no effect on what mds computes (`why` says why; the
+                 // help says so). A row without a slot keeps the given value only for the checkpoint's Namespace.
     Refused,     // declared; giving it fails the parse with "--flag: not supported by mds-train: <why>"
     Undeclared,  // a BMD flag mds-train does not declare yet: unknown to its parser; only its Namespace key is written
 };
@@ -49,7 +50,12 @@ enum class PyForm {
     TrueOrNone,  // store_true with BMD's default=None (--no-save-optim ...): True or None
     Derived,     // written by megatron_args from values parse_args derives (ffn_hidden_size = 4h, ...)
     Fixed,       // always `bmd_value`, whatever is given (a refused flag, a -path flag BMD never stores)
+    BoolOfStr,   // argparse's type=bool (--eval-only VALUE): None when not given, else Python's bool(VALUE)
 };
+
+// The type argparse converts a value to (type=int, float or str), for a NoEffect row without a slot:
+// the value is checked as BMD's parser would and written to the checkpoint's Namespace so typed.
+enum class ArgType { Str, Int, Float };
 
 struct FlagRow {
     // CLI11 names, the Megatron spelling first: "--pp-partition-method,--partition-method".
@@ -57,7 +63,7 @@ struct FlagRow {
     std::string group{};                     // help group and docs section
     std::string help{};                      // --help text; "[default: N]" is added for plain numbers
     FlagStatus status = FlagStatus::Supported;
-    std::string why{};                       // Refused: why mds refuses it
+    std::string why{};                       // Refused: why mds refuses it; NoEffect: why mds's numbers do not depend on it
     std::string key{};                       // its attribute in the checkpoint's args Namespace ("": none)
     // The attribute's Python value under BMD when the flag is not given (Python source: None, 'single').
     std::string bmd_value{};
@@ -68,6 +74,9 @@ struct FlagRow {
     std::vector<std::string> choices{};      // the values allowed ({}: any)
     unsigned tools = kToolTrain;
     std::string doc{};                       // docs/mds-train.md: what the help has no room for
+    // A NoEffect row without a slot: its value's type and whether it takes several (nargs='+').
+    ArgType type = ArgType::Str;
+    bool many = false;
 
     std::string long_name() const { return names.substr(0, names.find(',')); }
 };

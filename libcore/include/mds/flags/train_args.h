@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -24,6 +25,7 @@ struct ModelArgs {
     std::int64_t hidden_size = 0;                        // --hidden-size (required)
     std::optional<std::int64_t> ffn_hidden_size;        // --ffn-hidden-size; default 4 × hidden
     std::int64_t num_attention_heads = 0;                // --num-attention-heads (required)
+    std::optional<std::int64_t> kv_channels;             // --kv-channels: head size; default hidden / heads
     std::int64_t seq_length = 0;                         // --seq-length (required)
     std::optional<std::int64_t> max_position_embeddings; // --max-position-embeddings (required)
     std::int64_t make_vocab_size_divisible_by = 128;     // --make-vocab-size-divisible-by
@@ -31,6 +33,17 @@ struct ModelArgs {
     double init_method_std = 0.02;                       // --init-method-std
     std::string position_embedding_type = "absolute";   // --position-embedding-type absolute|rotary|alibi
     bool embed_layernorm = false;                        // --embed-layernorm (BLOOM)
+    std::optional<std::string> glu_activation;           // --glu-activation geglu|liglu|reglu|swiglu
+    bool bias_gelu_fusion = true;                        // --no-bias-gelu-fusion stores false
+    bool openai_gelu = false;                            // --openai-gelu
+    std::optional<std::string> onnx_safe;                // --onnx-safe VALUE (argparse type=bool: non-empty is True)
+    bool apply_residual_connection_post_layernorm = false; // --apply-residual-connection-post-layernorm
+    // Accepted with no effect on mds's numbers (the rows say why); kept for the checkpoint's args.
+    bool apply_query_key_layer_scaling = true;           // --no-query-key-layer-scaling stores false
+    bool attention_softmax_in_fp32 = false;              // --attention-softmax-in-fp32
+    bool fp16_lm_cross_entropy = false;                  // --fp16-lm-cross-entropy (needs --fp16, as in BMD)
+    bool init_method_xavier_uniform = false;             // --init-method-xavier-uniform (BMD's ViT only)
+    bool fp32_residual_connection = false;               // --fp32-residual-connection (needs --fp16 or --bf16)
     double layernorm_epsilon = 1e-5;                     // --layernorm-epsilon
     double attention_dropout = 0.1;                      // --attention-dropout
     double hidden_dropout = 0.1;                         // --hidden-dropout
@@ -43,6 +56,9 @@ struct ModelArgs {
     // Megatron's defaults of the optional sizes (validate() fills ffn_hidden_size too).
     std::int64_t ffn_hidden() const { return ffn_hidden_size.value_or(4 * hidden_size); }
     std::int64_t max_positions() const { return max_position_embeddings.value_or(seq_length); }
+    std::int64_t kv() const { return kv_channels.value_or(num_attention_heads > 0 ? hidden_size / num_attention_heads : 0); }
+    // --onnx-safe as argparse's bool(str) reads it: any non-empty value is True.
+    bool onnx_safe_on() const { return onnx_safe && !onnx_safe->empty(); }
 };
 
 struct DataArgs {
@@ -60,12 +76,24 @@ struct DataArgs {
     std::string data_impl = "infer";                     // --data-impl infer|mmap
     std::int64_t num_workers = 2;                        // --num-workers
     std::int64_t valid_num_workers = 2;                  // --valid-num-workers
+    // Issue 18, as pretrain_gpt.py reads them (docs/data-flags.md).
+    bool eod_mask_loss = false;                          // --eod-mask-loss: no loss where the input token is EOD
+    bool reset_position_ids = false;                     // --reset-position-ids: positions restart after each EOD
+    bool reset_attention_mask = false;                   // --reset-attention-mask: no effect (GPTModelPipe drops the mask)
+    std::string dataloader_type = "single";              // --dataloader-type single|cyclic (Megatron's samplers)
+    std::vector<std::string> skip_train_iteration_range; // --skip-train-iteration-range START-END ...
+    // validate(): the ranges above as BMD's parse_args leaves them: sorted, overlapping ones merged.
+    std::vector<std::array<std::int64_t, 2>> skip_ranges;
+    std::int64_t vocab_extra_ids = 0;                    // --vocab-extra-ids (GPT2BPETokenizer ignores it, as BMD)
+    bool loss_on_targets_only = false;                   // --loss-on-targets-only (prefix LM only: no effect)
+    bool reweight_loss_based_on_position_frequency = false;  // (prefix LM only: no effect)
 };
 
 // Training length: exactly one of the two.
 struct LengthArgs {
     std::optional<std::int64_t> train_iters;             // --train-iters
     std::optional<std::int64_t> train_samples;           // --train-samples
+    std::optional<std::int64_t> train_tokens;            // --train-tokens (BMD reads it nowhere: no effect)
 };
 
 struct LoggingArgs {
@@ -85,6 +113,10 @@ struct LoggingArgs {
     bool log_num_zeros_in_grad = false;                  // --log-num-zeros-in-grad
     std::optional<std::string> log_level;                // --log-level
     std::optional<std::string> log_level_replica;        // --log-level-replica
+    std::optional<std::string> eval_only;                // --eval-only VALUE (BMD's type=bool: any non-empty VALUE is true)
+
+    // --eval-only as BMD reads it: Python's bool() of the string given.
+    bool evaluate_only() const { return eval_only && !eval_only->empty(); }
 };
 
 struct ExitArgs {
@@ -102,6 +134,7 @@ struct CheckpointArgs {
     bool no_load_optim = false;                          // --no-load-optim: Adam restarts, masters from the weights
     bool no_load_rng = false;                            // --no-load-rng
     bool finetune = false;                               // --finetune: weights only, iteration 0
+    bool universal_checkpoint = false;                   // --universal-checkpoint: --load's latest_universal folder
 };
 
 struct ParallelArgs {
@@ -114,7 +147,15 @@ struct ParallelArgs {
     std::string deepspeed_config;                        // --deepspeed_config FILE
     std::int64_t zero_stage = 1;                         // --zero-stage (0 or 1)
     bool overlap_grad_reduce = true;                     // --no-overlap-grad-reduce / zero_optimization.overlap_comm
+    std::optional<std::int64_t> local_rank;              // --local_rank (torch.distributed.launch): must be the launcher's local rank
     std::optional<std::int64_t> reduce_bucket_elements;  // zero_optimization.reduce_bucket_size (default: 25 MiB)
+    // Optimizer states and step on the host (docs/cpu-optimizer.md): the flag, or the DeepSpeed
+    // config's zero_optimization.offload_optimizer.device "cpu" (kept apart: the checkpoint's
+    // args.cpu_optimizer records the flag only, as BMD's does).
+    bool cpu_optimizer = false;                          // --cpu-optimizer
+    bool cpu_torch_adam = false;                         // --cpu_torch_adam (BMD reads it nowhere)
+    bool offload_optimizer = false;                      // zero_optimization.offload_optimizer.device "cpu"
+    bool host_optimizer() const { return cpu_optimizer || offload_optimizer; }
     // Not flags: the launcher's WORLD_SIZE, and dp = world / (tp × pp) set by validate(); without
     // a world size validate() checks batch sizes for dp = 1.
     std::optional<std::int64_t> world_size;
@@ -138,6 +179,9 @@ struct TrainArgs {
     // The long names of the flags given on the command line ("--fp16"): a DeepSpeed config value
     // conflicts only with a flag that was given.
     std::set<std::string> flags_given;
+    // The values of the given NoEffect flags mds keeps nowhere else ("--tile-factor" -> {"4"}), for
+    // the checkpoint's args Namespace.
+    std::map<std::string, std::vector<std::string>> unread_values;
 
     // --global-batch-size, or Megatron's default micro batch × data parallel (validate() fills it).
     std::int64_t global_batch_size() const {

@@ -4,9 +4,14 @@
 //   embedding:  word_embeddings(tokens) [→ LayerNorm (BLOOM)] [+ position_embeddings(pos)] → dropout
 //   L blocks:   x + dropout(dense(attention(qkv(LN(x)))));  x + dropout(4h_to_h(gelu(h_to_4h(LN(x)))))
 //   head:       final LayerNorm → logits = x · word_embeddingsᵀ (tied) → fp32 cross entropy
-// Fused QKV rows are ordered [heads, 3, head_dim] (checkpoint_version 3.0); GeLU is the tanh form
-// of Megatron's fused bias_gelu; attention is causal with 1/sqrt(head_dim) scaling (Megatron's
-// query-key layer scaling cancels out), plus the ALiBi bias for BLOOM.
+// Fused QKV rows are ordered [heads, 3, head_dim] (checkpoint_version 3.0), head_dim = --kv-channels
+// (hidden / heads by default); the MLP's activation is GptConfig::activation / glu (the tanh form of
+// Megatron's fused bias_gelu by default); attention is causal with 1/sqrt(head_dim) scaling (Megatron's
+// query-key layer scaling cancels out), plus the ALiBi bias for BLOOM. With
+// --apply-residual-connection-post-layernorm each residual is the LayerNorm's output, not its input.
+// With a GLU the h→4h weight has 2·ffn rows, and each tensor-parallel rank's shard is [its x1 rows;
+// its x2 rows] (the rank chunks its own output), as Megatron's per-rank checkpoint files hold them;
+// cut from the whole initialized tensor as below, a fresh GLU model's function depends on T (as BMD's).
 //
 // Parameters are grouped by the DeepSpeed pipeline layer that saves them (layer_01 embedding,
 // layer_03 … layer_{L+2} transformer blocks, layer_{L+4} final norm), and carry their tensor-
@@ -85,6 +90,10 @@ struct PipelineStage {
     bool last() const { return rank == size - 1; }
 };
 
+// The MLP's activation on dense_h_to_4h's output (bias added) as Megatron-DeepSpeed's ParallelMLP
+// computes it; with a GLU, `x`'s last dimension is this rank's 2·ffn/TP and the result has half of it.
+at::Tensor mlp_activation(const at::Tensor& x, Activation activation, Glu glu);
+
 class GptModel {
 public:
     // Builds and initializes the model as Megatron does: normal(0, init_method_std) for embeddings
@@ -122,27 +131,35 @@ public:
     at::Generator attention_dropout_generator() const { return attention_gen_; }
     bool separate_attention_dropout_generator() const { return !device_.is_cuda(); }
 
+    // Position ids: `position_ids` [b, s] int64 (--reset-position-ids: they restart after each EOD
+    // token) index the absolute position embeddings; an undefined tensor means 0 … s-1 for every
+    // sample. ALiBi has no position embeddings and ignores them, as Megatron's Embedding does.
+    // The attention is always causal: Megatron-DeepSpeed's GPTModelPipe drops the batch's attention
+    // mask (pretrain_gpt.py sets pretrain_causal_attention), so --reset-attention-mask has no effect.
+
     // tokens [b, s] int64 → logits [b, s, padded_vocab] in the model dtype.
-    at::Tensor logits(const at::Tensor& tokens);
+    at::Tensor logits(const at::Tensor& tokens, const at::Tensor& position_ids = {});
     // Mean cross entropy over the positions where loss_mask is 1 (Megatron's lm loss), in fp32.
     // labels [b, s] int64; loss_mask [b, s] float (an undefined tensor means all ones).
-    at::Tensor loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask = {});
+    at::Tensor loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask = {},
+                    const at::Tensor& position_ids = {});
 
     // One pipeline stage's forward: `input` is the tokens [b, s] on the first stage, else the
     // previous stage's output [b, s, h]. Returns this stage's output [b, s, h], or on the last stage
-    // the lm loss over `labels` (as loss()).
-    at::Tensor stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask = {});
+    // the lm loss over `labels` (as loss()). `position_ids`: read by the first stage only.
+    at::Tensor stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask = {},
+                             const at::Tensor& position_ids = {});
 
     // One transformer block and the final hidden states; public for activation recomputation.
     at::Tensor block_forward(std::int64_t block, const at::Tensor& x, const at::Tensor& attn_bias);
-    at::Tensor hidden_states(const at::Tensor& tokens);
+    at::Tensor hidden_states(const at::Tensor& tokens, const at::Tensor& position_ids = {});
 
 private:
     struct Block {
         at::Tensor ln1_w, ln1_b, qkv_w, qkv_b, dense_w, dense_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
     };
     at::Tensor add(int layer, const std::string& name, at::Tensor value, TpSplit split, bool weight_decay);
-    at::Tensor embed(const at::Tensor& tokens);
+    at::Tensor embed(const at::Tensor& tokens, const at::Tensor& position_ids);
     at::Tensor run_blocks(at::Tensor x);  // this stage's blocks
     at::Tensor final_norm(const at::Tensor& x);
     at::Tensor loss_from_hidden(const at::Tensor& hidden, const at::Tensor& labels, const at::Tensor& loss_mask);
@@ -158,6 +175,12 @@ private:
     // through, and the input of a column-parallel layer whose gradient is summed over the group.
     at::Tensor reduce_from_tp(const at::Tensor& x) const;
     void sum_grad_over_tp(at::Tensor& x) const;
+    // The input of a column-parallel layer: an alias of x whose gradient alone is summed over the
+    // group (Megatron's copy_to_tensor_model_parallel_region), so that other uses of x (a post-
+    // LayerNorm residual) keep their own gradient.
+    at::Tensor copy_to_tp(const at::Tensor& x) const;
+    // LayerNorm over the hidden size, in fp32 for fp32 inputs with half weights (returning the weights' dtype).
+    at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) const;
 
     GptConfig config_;
     c10::Device device_;

@@ -37,6 +37,7 @@ struct ModelShape {
     std::int64_t max_position_embeddings = 0;  // learned absolute positions (GPT-2); 0 for ALiBi (BLOOM)
     bool embedding_layernorm = false;        // BLOOM's word_embeddings_layernorm
     bool glu_activation = false;             // the first MLP matrix (and bias) is twice as wide
+    std::int64_t projection_size = 0;        // --kv-channels × heads (Q, K, V width); 0: hidden_size
 };
 
 // Every weight and bias: word embeddings V·h, position embeddings P·h, the optional embedding

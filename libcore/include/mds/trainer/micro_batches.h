@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -29,5 +31,69 @@ at::Tensor micro_batch(const Sampler& sample, std::int64_t first, std::int64_t m
 // The model's tokens and labels from a micro batch [mbs, seq + 1], cut to `seqlen` (<= seq: the
 // curriculum's length, Megatron-DeepSpeed's): tokens [:, 0, seqlen), labels [:, 1, seqlen + 1).
 std::pair<at::Tensor, at::Tensor> tokens_and_labels(const at::Tensor& batch, std::int64_t seqlen);
+
+// What the model takes of one micro batch: tokens and labels [mbs, seqlen], the loss mask
+// (float, 0 where the loss is not counted) or an undefined tensor when every position counts, and
+// the position ids [mbs, seqlen] or an undefined tensor for 0 … seqlen-1 in every sample.
+struct MicroBatchInputs {
+    at::Tensor tokens, labels, loss_mask, position_ids;
+};
+
+// tokens_and_labels, plus --eod-mask-loss's mask when `eod_mask_id` is given: 0 where the INPUT
+// token is that id, 1 elsewhere (BMD's get_ltor_masks_and_position_ids masks `data == eod_token`,
+// the tokens, not the labels; the curriculum then cuts the mask with the tokens), and
+// --reset-position-ids' position ids when `reset_position_eod` (the EOD id) is given
+// (reset_position_ids() of the tokens, on the tokens' device; BMD cuts them with the tokens too).
+MicroBatchInputs micro_batch_inputs(const at::Tensor& batch, std::int64_t seqlen, std::optional<std::int64_t> eod_mask_id,
+                                    std::optional<std::int64_t> reset_position_eod = std::nullopt);
+
+// Position ids [b, s] int64 (on the CPU) of tokens [b, s] that restart at 0 after each token `eod`
+// (BMD's get_ltor_masks_and_position_ids with reset_position_ids).
+at::Tensor reset_position_ids(const at::Tensor& tokens, std::int64_t eod);
+
+// --reset-position-ids / --reset-attention-mask's batch side, as Megatron's
+// get_ltor_masks_and_position_ids (megatron/utils.py) builds them from tokens [b, s] (on the CPU)
+// with EOD id `eod`: position ids [b, s] int64 restart at 0 after each EOD token when
+// `reset_position_ids`; the attention mask [b or 1, 1, s, s] bool, true where attention is NOT
+// allowed: causal, and with `reset_attention_mask` no position attends across an EOD token to the
+// document before it (one mask per sample then, one shared causal mask otherwise). The model takes
+// the position ids (micro_batch_inputs); the attention mask is what BMD builds and then drops
+// (GPTModelPipe attends causally), kept here for tests/crosscheck/test_ltor_masks.py.
+struct LtorMasks {
+    at::Tensor position_ids, attention_mask;
+};
+LtorMasks ltor_masks_and_position_ids(const at::Tensor& tokens, std::int64_t eod, bool reset_position_ids,
+                                      bool reset_attention_mask);
+
+// One micro batch from the given sample ids, as [ids.size(), seq + 1] token ids on `device`.
+at::Tensor micro_batch(const Sampler& sample, const std::vector<std::int64_t>& ids, std::int64_t seq, c10::Device device);
+
+// --dataloader-type: Megatron's two pretraining samplers (megatron/data/data_samplers.py).
+enum class DataloaderType { Single, Cyclic };
+DataloaderType dataloader_type(const std::string& flag_value);  // "single" | "cyclic"
+
+// Which samples a data-parallel rank takes for a micro batch, from the data stream's position:
+// the samples every rank has drawn before that micro batch (consumed samples, plus what
+// --skip-train-iteration-range skipped). A multiple of mbs · DP.
+//  - Single (MegatronPretrainingSampler): samples [position + rank·mbs, + mbs).
+//  - Cyclic (MegatronPretrainingRandomSampler): the dataset's first `active` = ⌊total / (mbs·DP)⌋·mbs·DP
+//    samples cut into DP buckets of active / DP; epoch e = position / active shuffles each bucket
+//    with torch.randperm(bucket, generator seeded with e); the rank takes mbs consecutive entries of
+//    its bucket's permutation from (position mod active) / DP. LibTorch's randperm on a CPU generator
+//    is the one Python's torch calls, so the order is BMD's.
+class PretrainingSampler {
+public:
+    // `total_samples`: len() of the dataset (the training one for Cyclic). Throws mds::UsageError
+    // when Cyclic has less than one micro batch per rank in it.
+    PretrainingSampler(DataloaderType type, std::int64_t total_samples, std::int64_t mbs, std::int64_t dp,
+                       std::int64_t dp_rank);
+    std::vector<std::int64_t> micro_batch(std::int64_t position) const;
+
+private:
+    DataloaderType type_;
+    std::int64_t total_, mbs_, dp_, rank_, active_ = 0, bucket_ = 0;
+    mutable std::int64_t epoch_ = -1;  // the epoch perm_ shuffles (computed once per epoch)
+    mutable std::vector<std::int64_t> perm_;
+};
 
 }  // namespace mds::trainer

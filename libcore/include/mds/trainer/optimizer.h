@@ -13,6 +13,15 @@
 // all-gathers the updated parameters. Every rank has the averaged full gradients (all-reduced by
 // the trainer), so the gradient norm, clipping and the update of each element are exactly those of
 // one process.
+//
+// Host offload (--cpu-optimizer, or zero_optimization.offload_optimizer.device "cpu" in the
+// DeepSpeed config: ZeRO-Offload's optimizer half): the fp32 masters, Adam moments and step
+// counters live in host memory (pinned when the model is on CUDA), with an fp32 host copy of the
+// (reduced, unscaled) gradients; the step runs on the host and the updated masters are copied back
+// into the device parameters in the model's dtype. The norm, clipping and update are the same
+// computation as on the device, so curves agree with those without offload. With ZeRO-1 each rank
+// offloads only its partition. On a CPU-only machine "device" and host are both the CPU: the host
+// tensors are still separate copies, so that path is what runs and is tested there.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -61,9 +70,10 @@ class AdamOptimizer {
 public:
     // `params` must outlive the optimizer. SGD is not implemented (an error names --optimizer).
     // With `zero1` (not null, data-parallel group of more than one rank) the states are partitioned
-    // (ZeRO stage 1); the communicator must outlive the optimizer.
+    // (ZeRO stage 1); the communicator must outlive the optimizer. `host_offload`: the states and the
+    // step on the host (see the top of this file).
     AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config,
-                  Communicator* zero1 = nullptr);
+                  Communicator* zero1 = nullptr, bool host_offload = false);
     ~AdamOptimizer();
 
     void zero_grad();
@@ -76,6 +86,7 @@ public:
     // Partitioned: a collective over the data-parallel group.
     double params_norm() const;
     bool partitioned() const { return zero_ != nullptr; }
+    bool offloaded() const { return offload_; }
     // Model parallelism: `tp_sum` adds a number over the tensor-parallel group, `pp_sum` over the
     // pipeline (either may be empty). The gradient norm, the zero count and the parameter norm then
     // count the shards of split parameters on every rank, replicated ones once and the last stage's
@@ -122,8 +133,9 @@ private:
     at::Tensor counted_mask_;  // [n] fp64: 0 for the tied copy of the embeddings, else 1
     optim::OptimizerConfig config_;
     bool separate_master_ = false;
+    bool offload_ = false;  // states, gradients' fp32 copies and the step on the host
     std::vector<at::Tensor> master_, exp_avg_, exp_avg_sq_;
-    std::vector<at::Tensor> master_grad_;  // fp32 copies (fp16/bf16), or the parameters' .grad (fp32)
+    std::vector<at::Tensor> master_grad_;  // fp32 copies (fp16/bf16, offload), or the parameters' .grad (fp32)
     std::vector<std::size_t> decay_, no_decay_;  // indices of the two parameter groups
     std::vector<at::Tensor> step_decay_, step_no_decay_;  // the fused kernel's step counters
     std::int64_t steps_ = 0;

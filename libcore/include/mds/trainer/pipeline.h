@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mds/model/gpt_model.h"
+#include "mds/trainer/micro_batches.h"  // MicroBatchInputs
 
 namespace mds::trainer {
 
@@ -32,14 +33,16 @@ class Communicator;
 model::PipelineStage pipeline_stage(const model::GptConfig& config, int tp, int stage, int stages, const std::string& method);
 
 // What a pipeline step needs: the model stage, the neighbours (global ranks, -1 at the ends), the
-// micro batches' shape, and micro batch j's tokens and labels [micro_batch_size, seq_length] (read
-// by the first stage, which uses the tokens, and the last, which uses the labels).
+// micro batches' shape, and micro batch j's tokens, labels [micro_batch_size, seq_length], loss
+// mask and position ids (read by the first stage, which uses the tokens and position ids, and the
+// last, which uses the labels and the mask: each micro batch's loss is sum(loss · mask) / sum(mask),
+// BMD's loss_func). The attention is causal on every stage (GPTModelPipe passes no mask along).
 struct PipelineStep {
     model::GptModel* model = nullptr;
     Communicator* comm = nullptr;  // the trainer always gives one; a single stage never uses it
     int prev = -1, next = -1;
     std::int64_t micro_batches = 1, micro_batch_size = 1, seq_length = 1;
-    std::function<std::pair<at::Tensor, at::Tensor>(std::int64_t)> batch;
+    std::function<MicroBatchInputs(std::int64_t)> batch;
     // Called just before the step's last backward pass (e.g. GradientReducer::arm); may be empty.
     std::function<void()> before_last_backward;
 };

@@ -13,10 +13,11 @@ of it with the same flags and must log the same iterations 3..10 (lm loss and gr
   cyclic    --dataloader-type cyclic at DP=2 (MegatronPretrainingRandomSampler: each rank's bucket shuffled by
             torch.randperm seeded with the epoch), --split 100,0,0 (BMD's evaluation fails with cyclic); mds-train with
             the default single loader must differ.
-  skip      --skip-train-iteration-range 5-7 9-9 at DP=2 with a global batch of 8 (2 micro batches per step): BMD
+  skip      --skip-train-iteration-range 9-9 5-7 20-30 22-31 at DP=2 with a global batch of 8 (2 micro batches per step): BMD
             draws END - iteration MICRO batches at iterations 5 and 9 without training and keeps the iteration count;
             both programs print "Skipped iterations 5 to 7"; mds-train without the flag must differ. --train-tokens
-            (read nowhere by Megatron-DeepSpeed) is given to both here too: it changes nothing.
+            (read nowhere by Megatron-DeepSpeed) is given to both here too: it changes nothing. The ranges are given
+            unsorted with two overlapping beyond the run (20-30 22-31): both checkpoints' args hold deque([[20, 31]]).
   extra-ids --vocab-extra-ids 3 with --tokenizer-type PretrainedFromHF (the tiny BPE's tokenizer.json): both programs
             train 3 iterations and print the same "> padded vocab (size: 515) ..." line (AutoTokenizer adds the
             <extra_id_N> it lacks), and with GPT2BPETokenizer the flag changes nothing (size 512).
@@ -56,7 +57,7 @@ CASES = {
     "eod-dp2": (1, 1, 4, ["--eod-mask-loss"], []),
     "eod-tp2": (2, 1, 4, ["--eod-mask-loss"], []),
     "cyclic": (1, 1, 4, ["--dataloader-type", "cyclic"], ["--split", "100,0,0"]),
-    "skip": (1, 1, 8, ["--skip-train-iteration-range", "5-7", "9-9"], ["--train-tokens", "100000"]),
+    "skip": (1, 1, 8, ["--skip-train-iteration-range", "9-9", "5-7", "20-30", "22-31"], ["--train-tokens", "100000"]),
     # --eval-interval 5: validation at iterations 5 and 10 (--exit-interval 10 stops before the final evaluation).
     "reset-pos": (1, 1, 4, ["--reset-position-ids"], ["--eval-interval", "5"]),
     "reset-mask": (1, 1, 4, ["--reset-attention-mask"], ["--eval-interval", "5"]),
@@ -126,6 +127,14 @@ def run_case(tree, tmp, data, vocab, merges, name):
             for start, end in ((5, 7), (9, 9)):
                 check(f"Skipped iterations {start} to {end} due to --skip-train-iteration-range flag." in text,
                       f"skip: the {what} run does not say it skipped iterations {start} to {end}")
+        # args.skip_train_iteration_range: BMD's deque of merged ranges, less those skipped before the save.
+        left = []
+        for run_ck in (ck + "-real", ck + "-mds"):
+            args = resume.load_torch(os.path.join(run_ck, f"global_step{ITERS}", "mp_rank_00_model_states.pt"))["args"]
+            left.append(args.skip_train_iteration_range)
+        print(f"  skip: args.skip_train_iteration_range at iteration {ITERS}: real {left[0]!r}, mds {left[1]!r}")
+        check(type(left[0]) is type(left[1]) and list(left[0]) == list(left[1]) == [[20, 31]],
+              f"skip: args.skip_train_iteration_range: mds {left[1]!r}, the real program {left[0]!r}")
 
 
 def compare_validations(name, mds, real, without, effect):

@@ -60,10 +60,11 @@ PRECISION = {"fp32res": "bf16"}
 KEYS = ["glu_activation", "bias_gelu_fusion", "openai_gelu", "onnx_safe", "apply_residual_connection_post_layernorm",
         "kv_channels", "fp32_residual_connection", "ffn_hidden_size", "hidden_size", "num_attention_heads"]
 ITERATIONS = list(range(6, 11))
-# About 2 minutes on 2 cores when they are free (a real run of 10 iterations takes 8-20 s, up to 60 s under
-# load); "swiglu", "postln", "kv", "reglu", "liglu", "fp32res", "-back" of any other case run by name.
-DEFAULT = ["geglu", "swiglu-tp2", "gelu", "openai", "onnx", "postln-tp2", "kv-tp2", "fp32res-pp2", "swiglu-tp2-back",
-           "postln-tp2-back", "fp32res-pp2-back"]
+# Every default variant both ways (mds resumes the real checkpoint; the real program resumes mds's). About 3 minutes
+# on 2 cores when they are free (a real run of 10 iterations takes 8-20 s, up to 60 s under load); "swiglu",
+# "postln", "kv", "reglu", "liglu", "fp32res" and other -tp2 / -pp2 / -back forms run by name.
+DEFAULT = ["geglu", "swiglu-tp2", "gelu", "openai", "onnx", "postln-tp2", "kv-tp2", "fp32res-pp2", "geglu-back",
+           "swiglu-tp2-back", "gelu-back", "openai-back", "onnx-back", "postln-tp2-back", "kv-tp2-back", "fp32res-pp2-back"]
 
 
 def variant_flags(data, vocab, merges, ck, tp, extra):

@@ -190,6 +190,13 @@ void run_values(Derived& d, const flags::TrainArgs& a, const model::GptModel& mo
     const std::int64_t rank = model.pipeline_stage().rank * a.parallel.data_parallel_size * tp + model.tensor_parallel().rank;
     d["local_rank"] = integer(rank);
     d["rank"] = integer(rank);
+    // parse_args turns --skip-train-iteration-range into a collections.deque of merged [start, end]
+    // lists, and the train loop pops each range it skips: what is left at this save.
+    if (!a.data.skip_ranges.empty()) {
+        std::vector<PyValue> left;
+        for (const auto& [start, end] : p.skip_ranges_left) left.push_back(PyValue::list({integer(start), integer(end)}));
+        d["skip_train_iteration_range"] = PyValue::object("collections", "deque", PyValue::tuple({PyValue::list(std::move(left))}));
+    }
     d["world_size"] = integer(a.parallel.world_size.value_or(1));
     d["data_parallel_size"] = integer(a.parallel.data_parallel_size);
     d["virtual_pipeline_model_parallel_size"] = PyValue::none();

@@ -71,6 +71,7 @@ void Trainer::save() {
     p.train_iters = train_iters_;
     p.do_valid = do_valid_;
     p.do_test = do_test_;
+    p.skip_ranges_left.assign(skip_ranges_.begin(), skip_ranges_.end());
     scaler_.save_to(p);
     info("saving checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save);
     const auto saved = save_checkpoint(args_, vocab_, *model_, *optimizer_, p, comm_.get());

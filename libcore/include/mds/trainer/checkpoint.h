@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mds/optim/loss_scaler.h"
 #include "mds/optim/lr_schedule.h"
@@ -54,6 +55,9 @@ struct TrainingProgress {
     // Saved in args (Megatron's do_train / do_valid / do_test), not restored.
     std::int64_t train_iters = 0;  // the run's iterations (Megatron's update_train_iters for --train-samples)
     bool do_valid = true, do_test = true;
+    // --skip-train-iteration-range: the [start, end] ranges not reached yet (BMD pops each from its
+    // args deque when it skips it, so its Namespace holds what is left at the save).
+    std::vector<std::array<std::int64_t, 2>> skip_ranges_left;
 };
 
 struct CheckpointSaveInfo {

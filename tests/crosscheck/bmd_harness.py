@@ -119,6 +119,17 @@ def check(cond, what):
     return cond
 
 
+def finish(started, tmp):
+    """A cross-check's last lines: its wall time, then exit 1 naming how many checks failed (the runs are kept in
+    `tmp` for a look), or remove `tmp` and print "ok"."""
+    print(f"total {time.time() - started:.1f} s")
+    if failures:
+        print(f"{len(failures)} failure(s); the runs are kept in {tmp}")
+        sys.exit(1)
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("ok")
+
+
 def mds_bin_dir(source_dir, tools=("mds-tokenizer-train", "mds-preprocess", "mds-train")):
     """The folder of mds's binaries (MDS_BIN, else <source>/build/bin) once the reference tree and the Python
     packages are there (skip_unless_available) and `tools` are built; else the test is skipped (exit 77)."""

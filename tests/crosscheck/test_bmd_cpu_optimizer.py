@@ -30,7 +30,6 @@ Exits 77 without ../shared/third_party, the Python packages, or the mds binaries
 Runs: `MDS_BIN=build/bin .venv/bin/python tests/crosscheck/test_bmd_cpu_optimizer.py [fp32 pp2dp2 bf16]`."""
 import copy
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -40,7 +39,7 @@ sys.path.insert(0, HERE)
 import bmd_harness  # noqa: E402
 import test_bmd_resume as resume  # noqa: E402  (exits 77 when the binaries or the reference are missing)
 import tiny_dataset  # noqa: E402
-from bmd_harness import check, failures  # noqa: E402
+from bmd_harness import check  # noqa: E402
 
 TOL = 1e-5
 
@@ -202,12 +201,7 @@ def guard_proves_offload(tree, tmp, flags, plain):
 
 
 def finish(tmp, started):
-    print(f"total {time.time() - started:.1f} s")
-    if failures:
-        print(f"{len(failures)} failure(s); the runs are kept in {tmp}")
-        sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
+    bmd_harness.finish(started, tmp)
 
 
 if __name__ == "__main__":

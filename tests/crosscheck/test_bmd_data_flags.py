@@ -201,12 +201,7 @@ def main():
             extra_ids(tree, tmp, data, vocab, merges)
         else:
             run_case(tree, tmp, data, vocab, merges, name)
-    print(f"total {time.time() - started:.1f} s")
-    if resume.failures:
-        print(f"{len(resume.failures)} failure(s); the runs are kept in {tmp}")
-        sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
+    bmd_harness.finish(started, tmp)
 
 
 if __name__ == "__main__":

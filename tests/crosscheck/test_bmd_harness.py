@@ -22,7 +22,6 @@ Exits 77 without ../shared/third_party, the Python packages, or the mds binaries
 Runs: `MDS_BIN=build/bin .venv/bin/python tests/crosscheck/test_bmd_harness.py [pp1 pp2 tp2]`."""
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ for tool in ("mds-tokenizer-train", "mds-preprocess"):
 
 import tiny_dataset  # noqa: E402
 
-from bmd_harness import check, failures  # noqa: E402  (one list of failures per test process)
+from bmd_harness import check  # noqa: E402
 
 
 CONFIGS = {  # name: (TP, PP) on 2 ranks
@@ -198,12 +197,7 @@ def main():
             check(key == got, f"{name}: stop at 10 + resume differs from 20 straight iterations:\n"
                   + "\n".join(f"  {a} vs {b}" for a, b in zip(key, got) if a != b))
 
-    print(f"total {time.time() - started:.1f} s")
-    if failures:
-        print(f"{len(failures)} failure(s); the runs are kept in {tmp}")
-        sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
+    bmd_harness.finish(started, tmp)
 
 
 if __name__ == "__main__":

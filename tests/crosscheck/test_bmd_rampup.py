@@ -11,7 +11,6 @@ of the ramp-up.
     ramp-up), consumed_train_samples and iteration.
 Exits 77 without ../shared/third_party, the Python packages, or the mds binaries."""
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -88,12 +87,7 @@ def main():
         print(f"rampup: saved args, real {real}, mds {mds}")
         for k in ("train_iters", "train_samples", "consumed_train_samples", "iteration", "global_batch_size"):
             check(real[k] == mds[k], f"rampup: args.{k} = {mds[k]!r} in mds's checkpoint, {real[k]!r} in the real one")
-    print(f"total {time.time() - started:.1f} s")
-    if resume.failures:
-        print(f"{len(resume.failures)} failure(s); the runs are kept in {tmp}")
-        sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
+    bmd_harness.finish(started, tmp)
 
 
 if __name__ == "__main__":

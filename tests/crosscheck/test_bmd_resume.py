@@ -47,7 +47,7 @@ import tiny_dataset  # noqa: E402
 MDS = os.path.join(BIN, "mds-train")
 GPT2 = os.path.abspath(os.path.join(SOURCE, "..", "shared", "data", "gpt2"))
 SAMPLE = os.path.join(SOURCE, "data", "sample", "corpus.jsonl.zst")
-from bmd_harness import check, failures  # noqa: E402  (one list of failures per test process)
+from bmd_harness import check  # noqa: E402
 
 
 CONFIGS = {"pp1": (1, 1, 2), "pp2": (1, 2, 2), "tp2": (2, 1, 2), "pp2dp2": (1, 2, 4)}  # name: (TP, PP, ranks)
@@ -307,12 +307,7 @@ def main():
             grad_norm(tree, tmp, ds)
         else:
             cross_resume(tree, tmp, data, vocab, merges, name, ds)
-    print(f"total {time.time() - started:.1f} s")
-    if failures:
-        print(f"{len(failures)} failure(s); the runs are kept in {tmp}")
-        sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
+    bmd_harness.finish(started, tmp)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ SOURCE = os.environ.get("MDS_SOURCE_DIR", os.path.join(HERE, "..", ".."))
 BIN = bmd_harness.mds_bin_dir(SOURCE)  # or exit 77
 
 import tiny_dataset  # noqa: E402
-from bmd_harness import check, failures  # noqa: E402
+from bmd_harness import check  # noqa: E402
 
 MDS = os.path.join(BIN, "mds-train")
 
@@ -160,12 +160,7 @@ def main():
         eval_only(tree, tmp, data, vocab, merges, ds)
     if "local-rank" in names:
         local_rank(tree, tmp, data, vocab, merges, ds)
-    print(f"total {time.time() - started:.1f} s")
-    if failures:
-        print(f"{len(failures)} failure(s); the runs are kept in {tmp}")
-        sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
+    bmd_harness.finish(started, tmp)
 
 
 if __name__ == "__main__":

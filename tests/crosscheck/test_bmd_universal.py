@@ -38,7 +38,7 @@ SOURCE = os.environ.get("MDS_SOURCE_DIR", os.path.join(HERE, "..", ".."))
 BIN = bmd_harness.mds_bin_dir(SOURCE)  # or exit 77
 
 import tiny_dataset  # noqa: E402
-from bmd_harness import check, failures  # noqa: E402
+from bmd_harness import check  # noqa: E402
 from test_bmd_resume import compare, copy, flags, run_mds  # noqa: E402
 
 MDS_RESHAPE = os.path.join(BIN, "mds-ckpt-reshape")
@@ -217,12 +217,7 @@ def main():
         universal_root = mds_case(tmp, data, vocab, merges)
     if "errors" in names:
         errors_case(tmp, data, vocab, merges, universal_root)
-    print(f"total {time.time() - started:.1f} s")
-    if failures:
-        print(f"{len(failures)} failure(s); the runs are kept in {tmp}")
-        sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
+    bmd_harness.finish(started, tmp)
 
 
 if __name__ == "__main__":

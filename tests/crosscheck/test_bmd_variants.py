@@ -35,7 +35,7 @@ sys.path.insert(0, HERE)
 import bmd_harness  # noqa: E402
 import test_bmd_resume as resume  # noqa: E402  (its flags, mds launcher and curve comparison; exits 77 as it does)
 import tiny_dataset  # noqa: E402
-from bmd_harness import check, failures  # noqa: E402
+from bmd_harness import check  # noqa: E402
 
 GLU = ["--no-bias-gelu-fusion"]
 GELU_INIT = ["--init-method-std", "0.3"]
@@ -149,12 +149,7 @@ def main():
     real_runs = {}
     for name in names:
         case(tree, tmp, data, vocab, merges, name, ds, real_runs)
-    print(f"total {time.time() - started:.1f} s")
-    if failures:
-        print(f"{len(failures)} failure(s); the runs are kept in {tmp}")
-        sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
+    bmd_harness.finish(started, tmp)
 
 
 if __name__ == "__main__":

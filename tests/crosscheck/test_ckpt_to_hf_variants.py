@@ -51,7 +51,7 @@ except Exception as e:  # noqa: BLE001
 import tiny_dataset  # noqa: E402
 
 transformers.utils.logging.disable_progress_bar()
-from bmd_harness import check, failures  # noqa: E402
+from bmd_harness import check  # noqa: E402
 
 TOL = 1e-5
 HIDDEN, HEADS, SEQ = 64, 4, 64
@@ -362,12 +362,7 @@ def main():
         t = time.time()
         CASES[name](env)
         print(f"{name}: {time.time() - t:.1f} s")
-    print(f"total {time.time() - started:.1f} s")
-    if failures:
-        print(f"{len(failures)} failure(s); the runs are kept in {tmp}")
-        sys.exit(1)
-    shutil.rmtree(tmp, ignore_errors=True)
-    print("ok")
+    bmd_harness.finish(started, tmp)
 
 
 if __name__ == "__main__":

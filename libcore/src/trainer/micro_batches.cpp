@@ -3,10 +3,10 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>  // make_generator<CPUGeneratorImpl>: torch.Generator() on the CPU
 
-#include <tuple>
-
 #include <algorithm>
+#include <numeric>
 #include <string>
+#include <tuple>
 
 #include "mds/util/error.h"
 
@@ -18,16 +18,9 @@ std::int64_t micro_batch_first_sample(std::int64_t step_first, std::int64_t j, s
 }
 
 at::Tensor micro_batch(const Sampler& sample, std::int64_t first, std::int64_t mbs, std::int64_t seq, c10::Device device) {
-    auto t = at::empty({mbs, seq + 1}, at::TensorOptions().dtype(at::kLong));
-    auto* out = t.data_ptr<std::int64_t>();
-    for (std::int64_t i = 0; i < mbs; ++i) {
-        const auto s = sample(first + i);
-        if (static_cast<std::int64_t>(s.size()) != seq + 1)
-            throw Error("sample " + std::to_string(first + i) + " has " + std::to_string(s.size()) + " tokens, expected " +
-                        std::to_string(seq + 1));
-        std::copy(s.begin(), s.end(), out + i * (seq + 1));
-    }
-    return t.to(device);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(mbs));
+    std::iota(ids.begin(), ids.end(), first);
+    return micro_batch(sample, ids, seq, device);
 }
 
 std::pair<at::Tensor, at::Tensor> tokens_and_labels(const at::Tensor& batch, std::int64_t seqlen) {

@@ -24,8 +24,9 @@ using Sampler = std::function<std::vector<std::int64_t>(std::int64_t)>;
 std::int64_t micro_batch_first_sample(std::int64_t step_first, std::int64_t j, std::int64_t mbs, std::int64_t dp,
                                       std::int64_t dp_rank);
 
-// One micro batch of `mbs` samples starting at sample `first`, as [mbs, seq + 1] token ids on
-// `device`. Throws mds::Error naming the sample when one has another length.
+// One micro batch of the `mbs` consecutive samples from `first`, as [mbs, seq + 1] token ids on
+// `device` (the ids form below, for a sampler's ids). Throws mds::Error naming the sample when one
+// has another length.
 at::Tensor micro_batch(const Sampler& sample, std::int64_t first, std::int64_t mbs, std::int64_t seq, c10::Device device);
 
 // The model's tokens and labels from a micro batch [mbs, seq + 1], cut to `seqlen` (<= seq: the

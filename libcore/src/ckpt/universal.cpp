@@ -46,8 +46,9 @@ std::size_t list_size(const PyValue& list, const std::string& where) {
     throw Error(where + ": expected a list, got " + py_type_name(list.type()));
 }
 
-// fragment_address(numel, start): a dataclass rebuilt with its __dict__ (or a plain dict / tuple).
-std::pair<std::int64_t, std::int64_t> fragment_of(const PyValue& v, const std::string& where) {
+}  // namespace
+
+std::pair<std::int64_t, std::int64_t> ds_fragment_address(const PyValue& v, const std::string& where) {
     const PyValue* state = &v;
     if (v.type() == PyType::Object) state = &v.as_object().state;
     if (state->type() == PyType::Dict) return {state->get("numel").as_int(), state->get("start").as_int()};
@@ -55,8 +56,6 @@ std::pair<std::int64_t, std::int64_t> fragment_of(const PyValue& v, const std::s
         return {v.as_object().args.as_tuple()[0].as_int(), v.as_object().args.as_tuple()[1].as_int()};
     throw Error(where + ": unreadable fragment_address " + v.repr(120));
 }
-
-}  // namespace
 
 Bf16OptimizerShards::Bf16OptimizerShards(const std::string& dir, int tp, int pp, bool verify) : dir_(dir), tp_(tp), pp_(pp) {
     int bf16_files = 0, fp16_files = 0;
@@ -117,7 +116,7 @@ Bf16OptimizerShards::Bf16OptimizerShards(const std::string& dir, int tp, int pp,
                         const std::string& pname = k.as_str();
                         // The last stage's copy of the tied embedding mirrors stage 0's (§9).
                         if (s > 0 && pname.starts_with("tied_modules.")) continue;
-                        const auto [numel, start] = fragment_of(v, gw + ": " + pname);
+                        const auto [numel, start] = ds_fragment_address(v, gw + ": " + pname);
                         if (numel < 0 || start < 0 || start + numel > partition)
                             throw Error(gw + ": fragment of " + pname + " [" + std::to_string(start) + ", +" + std::to_string(numel) +
                                         ") outside the partition of " + std::to_string(partition));

@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mds/ckpt/pickle.h"
@@ -27,6 +28,11 @@ const char* optim_state_name(OptimState s);  // "fp32", "exp_avg", "exp_avg_sq":
 // DeepSpeed's name of a parameter of the pipeline module (§5.1): the tied embedding's under
 // "tied_modules.embed.", the others under their global layer index ("3.input_layernorm.weight").
 std::string ds_param_name(int layer, const std::string& name, int embedding_layer);
+
+// (numel, start) of one param_slice_mappings entry of a BF16 optimizer file: DeepSpeed's
+// fragment_address, a dataclass rebuilt with its __dict__ (or a plain dict / (numel, start) tuple).
+// Throws mds::Error naming `where` when it is none of these.
+std::pair<std::int64_t, std::int64_t> ds_fragment_address(const PyValue& v, const std::string& where);
 
 // The BF16 optimizer files of one checkpoint tag, all opened (mapped) at once.
 class Bf16OptimizerShards {

@@ -15,6 +15,7 @@
 #include "mds/flags/output_checks.h"
 #include "mds/flags/train_args.h"
 #include "mds/flags/train_tokenizer.h"
+#include "mds/trainer/run_ledger.h"  // check_ledger_path
 #include "mds/trainer/trainer.h"
 #include "mds/util/cli.h"
 #include "mds/util/error.h"  // UsageError
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
         app.add_option("--pue", run.pue, "Power usage effectiveness of the data centre (energy multiplier)")
             ->default_str("1.0")->check(mds::number_in(1.0, 10.0))->group(g);
         mds::observe::add_loss_alert_flags(app, run.alert, run.alert_command);
+        app.add_option("--run-ledger", run.run_ledger,
+                       "Run ledger file: one JSON line per run (hosts, seed, layout, iterations, checkpoints, stop "
+                       "reason; docs/run-ledger.md); none: no ledger")
+            ->type_name("PATH|none")->default_str("{--save}/runs.jsonl")->group(g);
         mds::flags::DryRunOptions dry;
         bool json = false;
         mds::flags::add_dry_run_flags(app, dry);
@@ -54,6 +59,7 @@ int main(int argc, char** argv) {
             return 0;
         }
 
+        run.command_line.assign(argv + 1, argv + argc);
         run.launch = mds::dist::detect_launch();
         if (run.launch.launcher != "none") args.parallel.world_size = run.launch.world_size;
         // --local_rank (torch.distributed.launch): BMD asserts it is rank % GPUs; mds picks the device from
@@ -74,6 +80,8 @@ int main(int argc, char** argv) {
         }
         // Every folder this rank will write, before the rendezvous and hours of training.
         mds::flags::check_output_folders(args, run.launch.rank, run.launch.world_size, run.launch.local_rank);
+        if (run.launch.rank == 0)
+            mds::trainer::check_ledger_path(mds::trainer::resolve_ledger_path(run.run_ledger, args.checkpoint.save));
         const auto summary = mds::trainer::run_training(args, run);
         mds::print_info("stopped (" + summary.exit_reason + ") after " + std::to_string(summary.iterations) +
                         " iterations, " + std::to_string(summary.consumed_samples) + " samples");

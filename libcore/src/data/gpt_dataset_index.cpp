@@ -329,6 +329,44 @@ std::vector<std::int64_t> read_gpt_sample(const SampleIndexView& view, std::size
     return out;
 }
 
+GptSampleSource gpt_sample_source(const SampleIndexView& view, std::size_t i, std::span<const std::int32_t> sizes) {
+    if (i >= view.shuffle_size())
+        throw Error("sample " + std::to_string(i) + " is out of range: the dataset has " +
+                    std::to_string(view.shuffle_size()) + " samples");
+    GptSampleSource src;
+    src.shuffled = view.shuffle(i);
+    if (src.shuffled < 0 || static_cast<std::size_t>(src.shuffled) >= view.size())
+        throw Error("shuffle_idx[" + std::to_string(i) + "] = " + std::to_string(src.shuffled) + " is not a sample index");
+    const auto row = static_cast<std::size_t>(src.shuffled);
+    const std::int32_t f = view.sample_idx[2 * row], off_f = view.sample_idx[2 * row + 1];
+    const std::int32_t l = view.sample_idx[2 * row + 2], off_l = view.sample_idx[2 * row + 3];
+    auto doc = [&](std::int32_t k) -> std::int64_t {
+        if (k < 0 || static_cast<std::size_t>(k) >= view.doc_idx.size())
+            throw Error("sample_idx row " + std::to_string(row) + " points at doc_idx[" + std::to_string(k) +
+                        "], outside its " + std::to_string(view.doc_idx.size()) + " entries");
+        const std::int32_t d = view.doc_idx[static_cast<std::size_t>(k)];
+        if (d < 0 || static_cast<std::size_t>(d) >= sizes.size())
+            throw Error("doc_idx[" + std::to_string(k) + "] = " + std::to_string(d) + " is not a document of the " +
+                        std::to_string(sizes.size()) + " in the dataset");
+        return d;
+    };
+    if (off_f < 0 || off_l < 0 || l < f || (f == l && off_l < off_f))
+        throw Error("sample_idx rows " + std::to_string(row) + " and " + std::to_string(row + 1) + " are not increasing");
+    auto size_of = [&](std::int64_t d) { return static_cast<std::int64_t>(sizes[static_cast<std::size_t>(d)]); };
+    if (f == l) {
+        src.pieces.push_back({doc(f), off_f, static_cast<std::int64_t>(off_l) + 1});
+    } else {
+        const std::int64_t first = doc(f);
+        src.pieces.push_back({first, off_f, size_of(first)});
+        for (std::int32_t k = f + 1; k < l; ++k) {
+            const std::int64_t d = doc(k);
+            src.pieces.push_back({d, 0, size_of(d)});
+        }
+        src.pieces.push_back({doc(l), 0, static_cast<std::int64_t>(off_l) + 1});
+    }
+    return src;
+}
+
 // ---- §4.6 ------------------------------------------------------------------------------------
 
 IndexCachePaths index_cache_paths(const std::string& data_prefix, const std::string& name, std::int64_t num_samples,

@@ -1,5 +1,6 @@
 #include "mds/data/gpt_datasets.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>  // std::snprintf
 
@@ -129,7 +130,7 @@ GptDatasets::GptDatasets(const GptDatasetsOptions& opt) {
     summary_.seconds = seconds_since(t_start);
 }
 
-std::vector<std::int64_t> GptDatasets::sample(int split, std::int64_t n) const {
+std::pair<std::size_t, std::size_t> GptDatasets::locate(int split, std::int64_t n) const {
     static const char* const names[3] = {"training", "validation", "test"};
     static const char* const splits[3] = {"train", "valid", "test"};
     if (split < 0 || split > 2) throw Error("split must be 0 (train), 1 (valid) or 2 (test)");
@@ -143,19 +144,40 @@ std::vector<std::int64_t> GptDatasets::sample(int split, std::int64_t n) const {
     std::size_t d = 0;
     auto i = static_cast<std::size_t>(n);
     if (summary_.blended) {
-        // The first n+1 blending entries do not depend on the total size.
-        const BlendingIndices b = build_blending_indices(blend_weights_, n + 1);
-        d = b.dataset_index.back();
-        i = static_cast<std::size_t>(b.dataset_sample_index.back());
+        // The first n+1 blending entries do not depend on the total size (nor on the split): grow one
+        // prefix of the index by doubling instead of building n+1 entries per sample.
+        if (static_cast<std::int64_t>(blend_.dataset_index.size()) <= n) {
+            const std::int64_t have = static_cast<std::int64_t>(blend_.dataset_index.size());
+            const std::int64_t largest = *std::max_element(summary_.sizes.begin(), summary_.sizes.end());
+            blend_ = build_blending_indices(blend_weights_, std::max(n + 1, std::min(std::max(2 * have, std::int64_t{4096}), largest)));
+        }
+        d = blend_.dataset_index[static_cast<std::size_t>(n)];
+        i = static_cast<std::size_t>(blend_.dataset_sample_index[static_cast<std::size_t>(n)]);
         if (static_cast<std::int64_t>(i) >= summary_.datasets[d].splits[k].samples)
             throw Error("blended " + what + " sample " + std::to_string(n) + " is sample " + std::to_string(i) + " of " +
                         summary_.datasets[d].prefix + ", which has only " +
                         std::to_string(summary_.datasets[d].splits[k].samples) +
                         " (Megatron-DeepSpeed would fail with IndexError here)");
     }
+    if (!datasets_[d]->files[k]) throw Error(datasets_[d]->indexed.prefix() + ": no " + what + " split");
+    return {d, i};
+}
+
+std::vector<std::int64_t> GptDatasets::sample(int split, std::int64_t n) const {
+    const auto [d, i] = locate(split, n);
     const Dataset& ds = *datasets_[d];
-    if (!ds.files[k]) throw Error(ds.indexed.prefix() + ": no " + what + " split");
-    return read_gpt_sample(ds.files[k]->view(), i, sequence_reader(ds.indexed));
+    return read_gpt_sample(ds.files[static_cast<std::size_t>(split)]->view(), i, sequence_reader(ds.indexed));
+}
+
+SampleOrigin GptDatasets::origin(int split, std::int64_t n) const {
+    const auto [d, i] = locate(split, n);
+    const Dataset& ds = *datasets_[d];
+    SampleOrigin o;
+    o.dataset = d;
+    o.prefix = summary_.datasets[d].prefix;
+    o.dataset_sample = static_cast<std::int64_t>(i);
+    o.source = gpt_sample_source(ds.files[static_cast<std::size_t>(split)]->view(), i, ds.sizes);
+    return o;
 }
 
 std::string format_summary(const GptDatasetsSummary& s) {

@@ -328,7 +328,7 @@ const std::vector<WeightedSplitGroupSummary>& WeightedSplitDatasets::groups(int 
     return summaries_[static_cast<std::size_t>(split)];
 }
 
-std::vector<std::int64_t> WeightedSplitDatasets::sample(int split, std::size_t group, std::int64_t n) const {
+std::pair<std::size_t, std::size_t> WeightedSplitDatasets::locate(int split, std::size_t group, std::int64_t n) const {
     const auto& sums = groups(split);
     if (group >= sums.size()) throw Error(std::string(kSplitNames[static_cast<std::size_t>(split)]) + " group " +
                                           std::to_string(group) + " does not exist");
@@ -353,8 +353,24 @@ std::vector<std::int64_t> WeightedSplitDatasets::sample(int split, std::size_t g
                         s.members[d].prefix + ", which has only " + std::to_string(s.members[d].samples) +
                         " (Megatron-DeepSpeed would fail with IndexError here)");
     }
-    const auto& m = grp.members[d];
+    return {d, i};
+}
+
+std::vector<std::int64_t> WeightedSplitDatasets::sample(int split, std::size_t group, std::int64_t n) const {
+    const auto [d, i] = locate(split, group, n);
+    const auto& m = groups_[static_cast<std::size_t>(split)][group]->members[d];
     return read_gpt_sample(m.files->view(), i, sequence_reader(m.data->indexed));
+}
+
+SampleOrigin WeightedSplitDatasets::origin(int split, std::size_t group, std::int64_t n) const {
+    const auto [d, i] = locate(split, group, n);
+    const auto& m = groups_[static_cast<std::size_t>(split)][group]->members[d];
+    SampleOrigin o;
+    o.dataset = d;
+    o.prefix = groups(split)[group].members[d].prefix;
+    o.dataset_sample = static_cast<std::int64_t>(i);
+    o.source = gpt_sample_source(m.files->view(), i, m.data->sizes);
+    return o;
 }
 
 }  // namespace mds::data

@@ -427,6 +427,13 @@ void exit_rows(std::vector<FlagRow>& t) {
                  .key = "exit_duration_in_mins", .bmd_value = "None", .slot = MDS_SLOT(exit.exit_duration_in_mins)});
     t.push_back({.names = "--kill-switch-path", .group = g, .help = "Exit (without saving) when this file appears",
                  .key = "kill_switch_path", .bmd_value = "None", .slot = MDS_SLOT(exit.kill_switch_path)});
+    // mds only: absolute stopping points (--exit-interval counts multiples of an interval instead).
+    t.push_back({.names = "--exit-iteration", .group = g,
+                 .help = "Exit (after saving) once this iteration is trained; a run resumed at or past it exits at once",
+                 .slot = MDS_SLOT(exit.exit_iteration), .doc = "(mds only)"});
+    t.push_back({.names = "--exit-samples", .group = g,
+                 .help = "Exit (after saving) after the first iteration whose consumed samples reach this count; a run "
+                         "resumed at or past it exits at once", .slot = MDS_SLOT(exit.exit_samples), .doc = "(mds only)"});
 }
 
 void checkpoint_rows(std::vector<FlagRow>& t) {
@@ -435,8 +442,12 @@ void checkpoint_rows(std::vector<FlagRow>& t) {
                  .bmd_value = "None", .slot = MDS_SLOT(checkpoint.save)});
     t.push_back({.names = "--load", .group = g, .help = "Resume from the latest checkpoint in this directory",
                  .key = "load", .bmd_value = "None", .slot = MDS_SLOT(checkpoint.load)});
-    t.push_back({.names = "--save-interval", .group = g, .help = "Iterations between checkpoints",
-                 .key = "save_interval", .bmd_value = "None", .slot = MDS_SLOT(checkpoint.save_interval)});
+    t.push_back({.names = "--save-interval", .group = g,
+                 .help = "Iterations between checkpoints: N (save when the iteration is a multiple of N) or a schedule "
+                         "N@A-B,...[,N] (interval N for iterations A to B; the bare N elsewhere)",
+                 .key = "save_interval", .bmd_value = "None", .slot = MDS_SLOT(checkpoint.save_interval),
+                 .doc = "(see Save schedules and absolute exits; a checkpoint's args.save_interval is the interval in "
+                        "effect at its iteration)"});
     t.push_back({.names = "--no-save-optim", .group = g, .help = "Save no optimizer states (weights-only checkpoints)",
                  .key = "no_save_optim", .bmd_value = "None", .py = PyForm::TrueOrNone,
                  .slot = MDS_SLOT(checkpoint.no_save_optim)});

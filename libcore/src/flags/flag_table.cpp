@@ -128,6 +128,17 @@ private:
             }, row.help)->expected(3)->group(row.group);
     }
 
+    // --save-interval: Megatron's integer or a schedule (mds/flags/save_schedule.h).
+    void declare_slot(const FlagRow& row, const std::string& flag, std::optional<SaveSchedule>* dst) {
+        add(row, [dst, flag](const std::string& s) {
+                try {
+                    *dst = parse_save_schedule(s, flag);
+                } catch (const UsageError& e) {
+                    throw CLI::ValidationError(e.what());
+                }
+            }, row.help);
+    }
+
     void add(const FlagRow& row, std::function<void(const std::string&)> set, const std::string& help) {
         const std::string flag = row.long_name();
         auto& given = given_;
@@ -291,6 +302,13 @@ ckpt::PyValue namespace_value(const FlagRow& row, const TrainArgs& args) {
         },
         [&](std::optional<optim::RampupBatchSize>*) -> PyValue {
             throw Error("flag table: " + row.key + " is derived by the Namespace writer");
+        },
+        // A schedule's interval depends on the iteration: the Namespace writer writes the one in
+        // effect at the save; here, an integer --save-interval as BMD keeps it (int or None).
+        [&](std::optional<SaveSchedule>* v) -> PyValue {
+            if (!*v) return PyValue::none();
+            if ((*v)->ranges().empty()) return PyValue::integer(*(*v)->default_interval());
+            throw Error("flag table: " + row.key + " " + (*v)->to_string() + " is a schedule: its value depends on the iteration");
         },
     }, slot);
 }

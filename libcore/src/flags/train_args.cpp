@@ -303,7 +303,9 @@ void check_data_flags(TrainArgs& args) {
 
 void check_checkpoints_and_logging(const TrainArgs& args) {
     if (!args.checkpoint.save.empty() && !args.checkpoint.save_interval) usage("--save needs --save-interval");
-    if (args.checkpoint.save_interval) positive("--save-interval", *args.checkpoint.save_interval);
+    // --save-interval's N >= 1 is checked by its parser (parse_save_schedule).
+    if (args.exit.exit_iteration) positive("--exit-iteration", *args.exit.exit_iteration);
+    if (args.exit.exit_samples) positive("--exit-samples", *args.exit.exit_samples);
     positive("--log-interval", args.logging.log_interval);
     positive("--eval-interval", args.logging.eval_interval);
     if (args.logging.eval_iters < 0) usage("--eval-iters must not be negative");

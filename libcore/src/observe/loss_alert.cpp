@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "mds/util/error.h"
+#include "mds/util/shell_quote.h"
 #include "mds/util/tool.h"  // print_warning
 
 extern char** environ;  // the trainer's environment, passed on to the command
@@ -47,7 +48,8 @@ double median(std::vector<double> values) {
 void add_loss_alert_flags(CLI::App& app, LossAlertConfig& config, std::string& alert_command) {
     app.add_option("--alert-command", alert_command,
                    "Shell command run (without waiting for it) on each ***ALERT line: the message is $1 and "
-                   "$MDS_ALERT_MESSAGE")
+                   "$MDS_ALERT_MESSAGE; $MDS_ALERT_ITERATIONS, $MDS_ALERT_CONSUMED_SAMPLES and "
+                   "$MDS_ALERT_SAMPLE_TEXT_COMMAND name its data (docs/incidents.md)")
         ->group("Alerts");
     app.add_option("--alert-loss-window", config.window,
                    "Logged losses whose median is the trend a loss spike is measured against")
@@ -58,6 +60,61 @@ void add_loss_alert_flags(CLI::App& app, LossAlertConfig& config, std::string& a
         ->capture_default_str()
         ->group("Alerts");
 }
+
+// --- where the data is -------------------------------------------------------------------------
+
+namespace {
+
+std::string range_text(std::int64_t a, std::int64_t b) { return std::to_string(a) + "-" + std::to_string(b); }
+
+std::string half_open(std::int64_t a, std::int64_t b) {
+    return "[" + std::to_string(a) + ", " + std::to_string(b) + ")";
+}
+
+}  // namespace
+
+std::string ledger_sample_text_command(const std::string& ledger_path, std::int64_t first_iteration,
+                                       std::int64_t last_iteration) {
+    return shell_join({"mds-sample-text", "--ledger", ledger_path, "--iterations",
+                       range_text(first_iteration, last_iteration)});
+}
+
+std::string run_sample_text_command(std::int64_t data_parallel_size, std::int64_t resumed_iteration,
+                                    std::int64_t first_iteration, std::int64_t last_iteration,
+                                    const std::vector<std::string>& command_line) {
+    std::vector<std::string> words = {"mds-sample-text", "--data-parallel-size", std::to_string(data_parallel_size),
+                                      "--resume-iteration", std::to_string(resumed_iteration), "--iterations",
+                                      range_text(first_iteration, last_iteration), "--"};
+    words.insert(words.end(), command_line.begin(), command_line.end());
+    return shell_join(words);
+}
+
+std::string describe_alert_data(const AlertData& d) {
+    std::string s = "data: iterations " + range_text(d.first_iteration, d.last_iteration) + ", consumed samples " +
+                    half_open(d.consumed_begin, d.consumed_end);
+    if (d.skipped_before != 0 || d.skipped_after != 0)
+        s += " (training-order samples " + half_open(d.consumed_begin + d.skipped_before, d.consumed_end + d.skipped_after) +
+             " after --skip-train-iteration-range)";
+    if (!d.sample_text_command.empty()) s += ": " + d.sample_text_command;
+    return s;
+}
+
+void LossAlert::attach_data(AlertData d) {
+    message += "; " + describe_alert_data(d);
+    data = std::move(d);
+}
+
+std::vector<std::pair<std::string, std::string>> LossAlert::environment() const {
+    std::vector<std::pair<std::string, std::string>> env = {{"MDS_ALERT_MESSAGE", message}};
+    if (data) {
+        env.emplace_back("MDS_ALERT_ITERATIONS", range_text(data->first_iteration, data->last_iteration));
+        env.emplace_back("MDS_ALERT_CONSUMED_SAMPLES", range_text(data->consumed_begin, data->consumed_end));
+        env.emplace_back("MDS_ALERT_SAMPLE_TEXT_COMMAND", data->sample_text_command);
+    }
+    return env;
+}
+
+// --- the detector ------------------------------------------------------------------------------
 
 LossAlertDetector::LossAlertDetector(LossAlertConfig config) : config_(config) {
     if (config_.window < 1)
@@ -142,16 +199,41 @@ void AlertCommandRunner::warn(const std::string& what) noexcept {
     }
 }
 
+std::optional<pid_t> AlertCommandRunner::run(const LossAlert& alert) noexcept {
+    try {
+        return spawn(alert.message, alert.environment());
+    } catch (...) {
+        warn("--alert-command could not be started");
+    }
+    return std::nullopt;
+}
+
 std::optional<pid_t> AlertCommandRunner::run(const std::string& message) noexcept {
+    try {
+        return spawn(message, {{"MDS_ALERT_MESSAGE", message}});
+    } catch (...) {
+        warn("--alert-command could not be started");
+    }
+    return std::nullopt;
+}
+
+std::optional<pid_t> AlertCommandRunner::spawn(const std::string& message,
+                                               const std::vector<std::pair<std::string, std::string>>& env) noexcept {
     reap();
     try {
         // Everything the child needs is built here, before the spawn: after a fork-like start in a
         // multi-threaded process only exec-safe calls may run, so no setenv in the child.
-        static const std::string kVar = "MDS_ALERT_MESSAGE=";
+        // An inherited value of one of ours (a training started from an alert command) would
+        // mislead the command: they are all dropped, then this alert's set.
+        static const char* const kOurs[] = {"MDS_ALERT_MESSAGE=", "MDS_ALERT_ITERATIONS=", "MDS_ALERT_CONSUMED_SAMPLES=",
+                                            "MDS_ALERT_SAMPLE_TEXT_COMMAND="};
         std::vector<std::string> env_strings;
-        for (char** e = environ; e && *e; ++e)
-            if (std::strncmp(*e, kVar.c_str(), kVar.size()) != 0) env_strings.emplace_back(*e);
-        env_strings.push_back(kVar + message);
+        for (char** e = environ; e && *e; ++e) {
+            bool ours = false;
+            for (const char* v : kOurs) ours = ours || std::strncmp(*e, v, std::strlen(v)) == 0;
+            if (!ours) env_strings.emplace_back(*e);
+        }
+        for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
         std::vector<char*> envp;
         for (auto& s : env_strings) envp.push_back(s.data());
         envp.push_back(nullptr);

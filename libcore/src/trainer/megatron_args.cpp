@@ -209,6 +209,10 @@ void run_values(Derived& d, const flags::TrainArgs& a, const model::GptModel& mo
     if (a.parallel.deepspeed) d["deepspeed_configuration"] = ds_config(a);
     d["pretrain_causal_attention"] = boolean(true);
     d["iteration"] = integer(p.iteration);
+    // BMD reads save_interval as an int: a --save-interval schedule writes the interval in effect at
+    // the saved iteration (None outside every range); a plain N is N, as BMD keeps it.
+    d["save_interval"] = a.checkpoint.save_interval ? optional_int(a.checkpoint.save_interval->interval_at(p.iteration))
+                                                    : PyValue::none();
     d["parameters_in_billions_no_embedding"] = floating(megatron_parameters_in_billions_no_embedding(model, tp * pp));
     d["do_train"] = integer(1);
     d["do_valid"] = boolean(p.do_valid);

@@ -4,8 +4,10 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdlib>  // std::getenv (MDS_DUMP_BATCHES)
 
 #include "mds/trainer/finalize_grads.h"  // finalize_model_grads
+#include "mds/trainer/sample_map.h"      // skip_ranges_due, rank_micro_batch_samples, dump_batches
 #include "trainer_loop.h"
 
 namespace mds::trainer {
@@ -28,7 +30,7 @@ PipelineStep Trainer::pipeline_step(const Sampler& sample, const PretrainingSamp
     ps.seq_length = seqlen;
     ps.batch = [&sample, &order, first_sample, seqlen, mbs = mbs_, dp = dp_, device = device_, seq = cfg_.seq_length,
                 eod = eod_mask_id_, reset_eod = reset_position_eod_](std::int64_t j) {
-        const auto b = micro_batch(sample, order.micro_batch(first_sample + j * mbs * dp), seq, device);
+        const auto b = micro_batch(sample, rank_micro_batch_samples(order, first_sample, j, mbs, dp), seq, device);
         return micro_batch_inputs(b, seqlen, eod, reset_eod);
     };
     return ps;
@@ -40,13 +42,10 @@ PipelineStep Trainer::pipeline_step(const Sampler& sample, const PretrainingSamp
 // the resumed iteration blocks the later ones, as in BMD); iteration, consumed samples, LR schedule
 // and batch-size ramp-up do not move.
 void Trainer::skip_data_if_due() {
-    while (!skip_ranges_.empty() && skip_ranges_.front()[0] <= iteration_ + 1 && iteration_ + 1 <= skip_ranges_.front()[1]) {
-        const auto [start, end] = skip_ranges_.front();
-        skip_ranges_.pop_front();
+    skipped_samples_ += skip_ranges_due(skip_ranges_, iteration_, mbs_, dp_, [this](std::int64_t start, std::int64_t end) {
         info("Skipped iterations " + std::to_string(start) + " to " + std::to_string(end) +
              " due to --skip-train-iteration-range flag.");
-        skipped_samples_ += (end - iteration_) * mbs_ * dp_;  // a micro batch of every data-parallel rank each
-    }
+    });
 }
 
 StepOutcome Trainer::train_step() {
@@ -72,6 +71,12 @@ StepOutcome Trainer::train_step() {
     // ---- forward / backward (1F1B over the pipeline stages; one stage: each micro batch in turn) ----
     // The data stream runs ahead of consumed_ by what --skip-train-iteration-range skipped (BMD's iterator).
     auto step = pipeline_step(train_sample_, *train_order_, consumed_ + skipped_samples_, nmb, seqlen);
+    if (const char* dump = std::getenv("MDS_DUMP_BATCHES"); dump && *dump)  // debugging aid: docs/mds-sample-text.md
+        step.batch = dump_batches(std::move(step.batch),
+                                  {std::string(dump) + ".rank" + std::to_string(launch_.rank), iteration_ + 1, dp_rank_,
+                                   tp_.rank, pp_rank_,
+                                   [order = &*train_order_, first = consumed_ + skipped_samples_, mbs = mbs_, dp = dp_](
+                                       std::int64_t j) { return rank_micro_batch_samples(*order, first, j, mbs, dp); }});
     if (reducer_ && args_.parallel.overlap_grad_reduce) step.before_last_backward = [this] { reducer_->arm(); };
     // Megatron divides each micro batch's loss by the number of micro batches.
     const double loss_sum = pipeline_train(step, scale / static_cast<double>(nmb));

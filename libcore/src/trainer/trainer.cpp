@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "mds/trainer/sample_map.h"    // drop_skip_ranges_before
 #include "mds/trainer/stop_signals.h"  // stop_signal_received
 #include "mds/util/tool.h"  // print_info
 #include "trainer_loop.h"
@@ -14,25 +15,34 @@ namespace mds::trainer {
 RunSummary run_training(const flags::TrainArgs& args, const RunOptions& options) {
     const auto process_start = Clock::now();
     Trainer trainer(args, options, process_start);
-    return trainer.train();
+    try {
+        return trainer.train();
+    } catch (const std::exception& e) {
+        trainer.record_error(e.what());  // the run ledger's line says why the run stopped
+        throw;
+    }
 }
 
 RunSummary Trainer::train() {
     if (args_.logging.evaluate_only()) return evaluate_only();
-    info("training " + std::to_string(train_iters_) + " iterations of " + std::to_string(gbs_) + " × " +
-         std::to_string(cfg_.seq_length) + " tokens");
+    // A run resumed at or past --exit-iteration / --exit-samples (a resubmitted job) trains nothing and
+    // leaves its checkpoint as it is.
+    Stop stop = exit_point_reached(args_.exit, iteration_, consumed_);
+    if (stop != Stop::Continue) info(already_at_exit_point(stop));
+    else info("training " + std::to_string(train_iters_) + " iterations of " + std::to_string(gbs_) + " × " +
+              std::to_string(cfg_.seq_length) + " tokens");
     model_->set_training(true);
     interval_ = IntervalStats{};
-    Stop stop = iteration_ < train_iters_ ? Stop::Continue : Stop::Finished;
+    if (stop == Stop::Continue) stop = iteration_ < train_iters_ ? Stop::Continue : Stop::Finished;
     // --skip-train-iteration-range: BMD drops the ranges that end before the resumed iteration.
-    while (!skip_ranges_.empty() && skip_ranges_.front()[1] < iteration_) skip_ranges_.pop_front();
+    drop_skip_ranges_before(skip_ranges_, iteration_);
     while (stop == Stop::Continue) {
         skip_data_if_due();
         const StepOutcome step = train_step();
         log_step(step);
         if (do_valid_ && args_.logging.eval_interval > 0 && iteration_ % args_.logging.eval_interval == 0)
             evaluate_valid("iteration " + std::to_string(iteration_));
-        if (args_.checkpoint.save_interval && iteration_ % *args_.checkpoint.save_interval == 0) save();
+        if (flags::save_due(args_.checkpoint.save_interval, iteration_)) save();
         stop = should_stop();
         leave(stop);
     }
@@ -49,7 +59,14 @@ Stop Trainer::should_stop() {
     mine.kill_switch = !args_.exit.kill_switch_path.empty() && std::filesystem::exists(args_.exit.kill_switch_path);
     mine.minutes = seconds_since(process_start_) / 60.0;
     stop_inputs_ = agree_on_stop(mine, *comm_);
-    return trainer::should_stop(args_.exit, iteration_, train_iters_, stop_inputs_);
+    return trainer::should_stop(args_.exit, iteration_, consumed_, train_iters_, stop_inputs_);
+}
+
+std::string Trainer::already_at_exit_point(Stop stop) const {
+    const std::string at = "iteration " + std::to_string(iteration_) + " (" + std::to_string(consumed_) + " consumed samples)";
+    const std::string flag = stop == Stop::ExitIteration ? "--exit-iteration " + std::to_string(*args_.exit.exit_iteration)
+                                                         : "--exit-samples " + std::to_string(*args_.exit.exit_samples);
+    return "resumed at " + at + ", at or past " + flag + ": exiting without training (the checkpoint is left as it is)";
 }
 
 // Every exit but the kill switch (Megatron-DeepSpeed exits on it without saving) saves a checkpoint
@@ -74,6 +91,16 @@ void Trainer::leave(Stop stop) {
         save();
         info("exiting program at iteration " + std::to_string(iteration_));
         return;
+    case Stop::ExitIteration:
+        save();
+        info("exiting program at iteration " + std::to_string(iteration_) + " (--exit-iteration " +
+             std::to_string(*args_.exit.exit_iteration) + ")");
+        return;
+    case Stop::ExitSamples:
+        save();
+        info("exiting program at iteration " + std::to_string(iteration_) + ": " + std::to_string(consumed_) +
+             " consumed samples reach --exit-samples " + std::to_string(*args_.exit.exit_samples));
+        return;
     }
 }
 
@@ -97,6 +124,7 @@ RunSummary Trainer::evaluate_only() {
     if (do_valid_) evaluate_valid("the end of training for val data");
     for (auto& t : test_sets_) (void)evaluate("the end of training for test data", t, true);
     iteration_ = loaded;
+    if (ledger_) ledger_->finish("eval only");  // before finish_run's "finished" (the first reason stays)
     finish_run(Stop::Finished);
     summary_.exit_reason = "eval only";
     return summary_;
@@ -117,6 +145,10 @@ void Trainer::finish_run(Stop stop) {
     summary_.iterations = iteration_;
     summary_.consumed_samples = consumed_;
     summary_.exit_reason = stop_reason(stop, stop_inputs_);
+    if (ledger_) {
+        ledger_->record_progress(iteration_, consumed_);
+        ledger_->finish(summary_.exit_reason);
+    }
 }
 
 }  // namespace mds::trainer

@@ -43,6 +43,7 @@
 #include "mds/trainer/micro_batches.h"
 #include "mds/trainer/optimizer.h"
 #include "mds/trainer/pipeline.h"
+#include "mds/trainer/run_ledger.h"
 #include "mds/trainer/stop_conditions.h"
 #include "mds/trainer/trainer.h"
 
@@ -85,6 +86,9 @@ struct IntervalStats {
     double loss_sum = 0;
     std::int64_t advanced = 0, skipped = 0, nan = 0;
     Clock::time_point start = Clock::now();
+    // Where its data is, for a loss alert (log_step sets them at the interval's first iteration):
+    // that iteration, the consumed samples before it, and skipped_samples_ then.
+    std::int64_t first_iteration = 0, consumed_before = 0, skipped_samples_before = 0;
 };
 
 // What one training step produced, for the log line, TensorBoard and the alerts.
@@ -117,6 +121,8 @@ public:
     void save();
     // The exit conditions of this iteration, agreed over the ranks (a collective).
     Stop should_stop();
+    // An exception escaped the training: the run ledger's line says "error: <message>" (run_ledger.cpp).
+    void record_error(const std::string& message);
 
 private:
     // ---- set-up (trainer_setup.cpp), called by the constructor in this order ----
@@ -130,6 +136,9 @@ private:
     // ---- resume (trainer_state.cpp) ----
     void load_weights();        // opens --load, the weights (before the optimizer's masters)
     void load_state();          // optimizer, LR schedule, loss scaler, RNG, progress
+    // ---- run ledger (run_ledger.cpp) ----
+    std::vector<std::string> ledger_hosts();  // every rank's host (a collective)
+    void start_ledger();        // rank 0 appends the running line; every rank joins the host gather
 
     void info(const std::string& m) const;  // rank 0 prints (print_rank_0)
     void sync_tp_duplicated_parameters();
@@ -142,6 +151,7 @@ private:
     void write_log_line(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
                         const std::optional<double>& params_norm);
     void leave(Stop stop);      // what an exit does before the loop ends (messages, save)
+    std::string already_at_exit_point(Stop stop) const;  // the message of a run resumed past --exit-iteration/-samples
     void end_of_training(Stop stop);
     RunSummary evaluate_only();  // --eval-only (trainer.cpp)
     void finish_run(Stop stop);  // what every run does last: flush, carbon, summary
@@ -171,6 +181,7 @@ private:
     int prev_stage_ = -1, next_stage_ = -1;  // neighbours in the pipeline (global ranks)
     std::unique_ptr<model::GptModel> model_;
     std::unique_ptr<CheckpointLoader> loader_;  // from load_weights() to load_state()
+    std::string loaded_dir_;                    // the checkpoint folder loaded, for the run ledger
 
     // ---- data ----
     std::optional<optim::NumMicroBatchesCalculator> calculator_;
@@ -207,6 +218,7 @@ private:
     std::optional<flags::CurriculumScheduler> curriculum_;
     std::optional<observe::LossAlertDetector> alerts_;
     std::optional<observe::AlertCommandRunner> alert_command_;
+    std::optional<RunLedger> ledger_;  // rank 0, unless --run-ledger none (or no --save and no --run-ledger)
 
     // ---- progress ----
     std::int64_t iteration_ = 0, consumed_ = 0, consumed_tokens_ = 0, consumed_valid_ = 0, skipped_total_ = 0;

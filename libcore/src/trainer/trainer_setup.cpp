@@ -117,6 +117,7 @@ Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock:
     setup_optimizer();
     load_state();
     setup_observers();
+    start_ledger();
 }
 
 Trainer::~Trainer() = default;

@@ -19,6 +19,7 @@ void Trainer::load_weights() {
         return;
     }
     info(" loading checkpoint from " + args_.checkpoint.load + " at iteration " + std::to_string(loader_->iteration()));
+    loaded_dir_ = loader_->directory();
     loader_->load_weights(*model_);
 }
 
@@ -76,6 +77,7 @@ void Trainer::save() {
     info("saving checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save);
     const auto saved = save_checkpoint(args_, vocab_, *model_, *optimizer_, p, comm_.get());
     last_saved_ = iteration_;
+    if (ledger_) ledger_->record_save(iteration_, saved.directory, consumed_);  // `latest` has moved
     char buf[160];
     std::snprintf(buf, sizeof buf, " (%.1f MB in %.2f s)", static_cast<double>(saved.bytes) / 1e6, saved.seconds);
     info("  successfully saved checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save + buf);

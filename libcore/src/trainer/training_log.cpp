@@ -2,6 +2,8 @@
 // --tensorboard-log-interval iterations, the iteration line every --log-interval (print_rank_last),
 // with the codecarbon energy summed over the nodes — and the loss alerts on what the line shows.
 #include <cmath>
+#include <filesystem>
+#include <utility>
 
 #include "mds/observe/log_line.h"  // TrainingLogLine, format_training_log_line
 #include "trainer_loop.h"
@@ -14,6 +16,11 @@ void Trainer::log_step(const StepOutcome& step) {
         args_.optimizer.clip_grad > 0 && !step.skipped ? std::optional(step.optimizer.grad_norm) : std::nullopt;
     const std::optional<double> params_norm = args_.logging.log_params_norm ? std::optional(optimizer_->params_norm()) : std::nullopt;
     if (tb_ && iteration_ % args_.logging.tensorboard_log_interval == 0) write_step_tensorboard(step, lr, grad_norm, params_norm);
+    if (interval_.advanced + interval_.skipped == 1) {  // the interval's first iteration: where its data starts
+        interval_.first_iteration = iteration_;
+        interval_.consumed_before = consumed_ - step.batch_size;
+        interval_.skipped_samples_before = skipped_samples_;
+    }
     if (iteration_ % args_.logging.log_interval == 0) {
         write_log_line(step, lr, grad_norm, params_norm);
         interval_ = IntervalStats{};
@@ -86,10 +93,28 @@ void Trainer::write_log_line(const StepOutcome& step, double lr, const std::opti
     if (log_rank_) print_line(observe::format_training_log_line(line));
     // Loss alerts on what the line shows; a NaN/Inf iteration in the interval alerts too.
     const double shown = interval_.nan > 0 || interval_.advanced == 0 ? std::nan("") : line.losses[0].second;
-    const auto alert = alerts_->observe(iteration_, std::isfinite(step.lm_loss) ? shown : step.lm_loss);
+    auto alert = alerts_->observe(iteration_, std::isfinite(step.lm_loss) ? shown : step.lm_loss);
     if (alert && log_rank_) {
+        // The data of the interval and the command that prints it: through the run ledger (rank 0
+        // keeps it; this last rank knows its path from the flags), else from this process's command
+        // line and resumed iteration.
+        const std::string ledger =
+            ledger_ ? ledger_->path() : resolve_ledger_path(options_.run_ledger, args_.checkpoint.save);
+        observe::AlertData data;
+        data.first_iteration = interval_.first_iteration;
+        data.last_iteration = iteration_;
+        data.consumed_begin = interval_.consumed_before;
+        data.consumed_end = consumed_;
+        data.skipped_before = interval_.skipped_samples_before;
+        data.skipped_after = skipped_samples_;
+        data.sample_text_command =
+            !ledger.empty() ? observe::ledger_sample_text_command(std::filesystem::absolute(ledger).string(),
+                                                                  data.first_iteration, data.last_iteration)
+                            : observe::run_sample_text_command(dp_, resumed_.iteration, data.first_iteration,
+                                                               data.last_iteration, options_.command_line);
+        alert->attach_data(std::move(data));
         print_line(alert->message);
-        if (alert_command_) alert_command_->run(alert->message);
+        if (alert_command_) alert_command_->run(*alert);
     }
     if (tb_ && args_.logging.log_timers_to_tensorboard) {
         tb_->add_scalar("iteration-time/iteration-time", per_iter, iteration_);

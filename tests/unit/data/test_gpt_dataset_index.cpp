@@ -260,3 +260,30 @@ TEST_CASE("split: negative, non-finite and all-zero proportions are usage errors
     CHECK(mds::data::parse_split("98,2,0,5") == std::array<double, 3>{98, 2, 0});
     CHECK(get_train_valid_test_split("-0,1,0", 10) == V4{0, 0, 10, 10});
 }
+
+TEST_CASE("gpt_sample_source: the pieces of each sample are its tokens (mds-sample-text's origins)") {
+    IndexPlan p = plan_index_mappings(kToySizes, 0, 5, 12, 4, "toy");  // 2 epochs
+    IndexMappings m = build_index_mappings(kToySizes, p, 1234);
+    std::vector<std::uint32_t> storage;
+    SampleIndexView v = view_of(m, storage);
+    // dataset[0] of the one-epoch toy is sequence 2 [6, 7) + sequence 3 [0, 4); here shuffle_idx[0] = 3:
+    // sample_idx rows 3 and 4 are (1, 5) and (2, 2): doc_idx[1] = 2 from token 5, then doc_idx[2] = 4 to token 2.
+    const GptSampleSource s0 = gpt_sample_source(v, 0, kToySizes);
+    CHECK(s0.shuffled == 3);
+    REQUIRE(s0.pieces.size() == 2);
+    CHECK(s0.pieces[0].document == 2);
+    CHECK(s0.pieces[0].begin == 5);
+    CHECK(s0.pieces[0].end == 7);
+    CHECK(s0.pieces[1].document == 4);
+    CHECK(s0.pieces[1].begin == 0);
+    CHECK(s0.pieces[1].end == 3);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const GptSampleSource s = gpt_sample_source(v, i, kToySizes);
+        std::vector<std::int64_t> tokens;
+        for (const auto& piece : s.pieces)
+            toy_reader(static_cast<std::size_t>(piece.document), static_cast<std::size_t>(piece.begin),
+                       piece.end - piece.begin, tokens);
+        CHECK(tokens == read_gpt_sample(v, i, toy_reader));
+    }
+    CHECK_THROWS_AS(gpt_sample_source(v, v.size(), kToySizes), mds::Error);
+}

@@ -176,7 +176,7 @@ TEST_CASE("tr1-13B parses into Megatron's values; DeepSpeed's fp16 section sets 
     CHECK(args.logging.eval_iters == 5);
     CHECK(args.logging.tensorboard_queue_size == 5);
     CHECK(args.logging.log_validation_ppl_to_tensorboard);
-    CHECK(args.checkpoint.save_interval == 1500);
+    CHECK(args.checkpoint.save_interval == SaveSchedule::every(1500));
     CHECK(args.data.split == "949,50,1");
     CHECK(args.data.data_path.size() == 1);
     CHECK(args.parallel.tensor_model_parallel_size == 2);

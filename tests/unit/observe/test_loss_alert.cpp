@@ -1,5 +1,6 @@
 // Loss-spike / NaN alerts (mds/observe/loss_alert.h) on synthetic loss curves, and the
-// --alert-command runner with real shell commands.
+// --alert-command runner with real shell commands; the data an alert names (iterations, consumed
+// samples, the mds-sample-text command) and the environment the command gets.
 #include <doctest/doctest.h>
 
 #include <signal.h>    // kill
@@ -9,12 +10,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>  // setenv, unsetenv
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "mds/observe/loss_alert.h"
@@ -231,4 +235,95 @@ TEST_CASE("alert command: never waits, and failures become warnings") {
         throwing.reap();
         return throwing.running() == 0;
     }));
+}
+
+TEST_CASE("alert data: the message names the iterations, the consumed samples and the command") {
+    LossAlertDetector d;
+    std::optional<LossAlert> a;
+    for (int i = 1; i <= 57 && !a; ++i) a = d.observe(i, i == 57 ? 9.0 : 3.0);
+    REQUIRE(a);
+    const std::string first_part = a->message;
+    AlertData data;
+    data.first_iteration = 57;
+    data.last_iteration = 57;
+    data.consumed_begin = 896;
+    data.consumed_end = 912;
+    data.sample_text_command = ledger_sample_text_command("/s/runs.jsonl", 57, 57);
+    a->attach_data(data);
+    CHECK(a->message == first_part +
+                            "; data: iterations 57-57, consumed samples [896, 912): mds-sample-text --ledger /s/runs.jsonl "
+                            "--iterations 57-57");
+    CHECK(a->message.rfind("***ALERT: loss spike at iteration 57: loss 9.0000 is 3.00x", 0) == 0);
+    REQUIRE(a->data);
+    CHECK(a->data->consumed_end == 912);
+    using Env = std::vector<std::pair<std::string, std::string>>;
+    CHECK(a->environment() == Env{{"MDS_ALERT_MESSAGE", a->message},
+                                  {"MDS_ALERT_ITERATIONS", "57-57"},
+                                  {"MDS_ALERT_CONSUMED_SAMPLES", "896-912"},
+                                  {"MDS_ALERT_SAMPLE_TEXT_COMMAND", "mds-sample-text --ledger /s/runs.jsonl --iterations 57-57"}});
+
+    // Without data only the message goes into the environment.
+    LossAlert bare;
+    bare.message = "***ALERT: loss is nan at iteration 3 (no trend yet)";
+    CHECK(bare.environment() == Env{{"MDS_ALERT_MESSAGE", bare.message}});
+}
+
+TEST_CASE("alert data: samples skipped by --skip-train-iteration-range, a log interval of several iterations") {
+    AlertData d;
+    d.first_iteration = 11;
+    d.last_iteration = 20;
+    d.consumed_begin = 80;
+    d.consumed_end = 160;
+    d.skipped_before = 16;
+    d.skipped_after = 16;
+    CHECK(describe_alert_data(d) ==
+          "data: iterations 11-20, consumed samples [80, 160) (training-order samples [96, 176) after "
+          "--skip-train-iteration-range)");
+}
+
+TEST_CASE("alert data: without a ledger the command carries the training's command line, quoted") {
+    const std::vector<std::string> cmdline = {"--data-path", "my data/x_text_document", "--alert-command",
+                                              "echo \"$1\" >> it's.log", "--seed", "42"};
+    const std::string cmd = run_sample_text_command(2, 100, 121, 125, cmdline);
+    CHECK(cmd ==
+          "mds-sample-text --data-parallel-size 2 --resume-iteration 100 --iterations 121-125 -- --data-path "
+          "'my data/x_text_document' --alert-command 'echo \"$1\" >> it'\\''s.log' --seed 42");
+    CHECK(ledger_sample_text_command("/runs dir/runs.jsonl", 5, 5) ==
+          "mds-sample-text --ledger '/runs dir/runs.jsonl' --iterations 5-5");
+}
+
+TEST_CASE("alert command: gets the alert's data in its environment; inherited MDS_ALERT_ values are dropped") {
+    const auto dir = mds::test::scratch_dir("loss-alert-env");
+    const std::string d = dir.string();
+    ::setenv("MDS_ALERT_ITERATIONS", "stale", 1);
+    ::setenv("MDS_ALERT_SAMPLE_TEXT_COMMAND", "stale", 1);
+    AlertCommandRunner runner("{ printf '%s|%s|%s|%s' \"$MDS_ALERT_ITERATIONS\" \"$MDS_ALERT_CONSUMED_SAMPLES\" "
+                              "\"$MDS_ALERT_SAMPLE_TEXT_COMMAND\" \"$1\"; } > '" + d + "/env.tmp' && mv '" + d +
+                              "/env.tmp' '" + d + "/env'; printf '%s' \"${MDS_ALERT_ITERATIONS-unset}\" > '" + d +
+                              "/bare.tmp' && mv '" + d + "/bare.tmp' '" + d + "/bare'",
+                              [](const std::string&) {});
+    LossAlert a;
+    a.message = "***ALERT: loss spike at iteration 9";
+    AlertData data;
+    data.first_iteration = 8;
+    data.last_iteration = 9;
+    data.consumed_begin = 56;
+    data.consumed_end = 72;
+    data.sample_text_command = ledger_sample_text_command("/s/runs.jsonl", 8, 9);
+    a.attach_data(data);
+    REQUIRE(runner.run(a));
+    CHECK(wait_for([&] { return std::filesystem::exists(dir / "env"); }));
+    CHECK(read_file(dir / "env") == "8-9|56-72|mds-sample-text --ledger /s/runs.jsonl --iterations 8-9|" + a.message);
+    std::filesystem::remove(dir / "bare");
+    std::filesystem::remove(dir / "env");
+    REQUIRE(runner.run(std::string("m")));  // a bare message: no stale value either
+    CHECK(wait_for([&] { return std::filesystem::exists(dir / "bare"); }));
+    CHECK(read_file(dir / "bare") == "unset");
+    ::unsetenv("MDS_ALERT_ITERATIONS");
+    ::unsetenv("MDS_ALERT_SAMPLE_TEXT_COMMAND");
+    CHECK(wait_for([&] {
+        runner.reap();
+        return runner.running() == 0;
+    }));
+    std::filesystem::remove_all(dir);
 }

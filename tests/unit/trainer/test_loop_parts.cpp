@@ -16,10 +16,10 @@ using namespace mds::trainer;
 TEST_CASE("should_stop: the end of the iterations (--train-iters, or --train-samples as iterations)") {
     const mds::flags::ExitArgs exit;  // no exit flags
     const StopInputs quiet;
-    DOCTEST_CHECK(should_stop(exit, 1, 3, quiet) == Stop::Continue);
-    DOCTEST_CHECK(should_stop(exit, 2, 3, quiet) == Stop::Continue);
-    DOCTEST_CHECK(should_stop(exit, 3, 3, quiet) == Stop::Finished);
-    DOCTEST_CHECK(should_stop(exit, 5, 3, quiet) == Stop::Finished);  // resumed past the end
+    DOCTEST_CHECK(should_stop(exit, 1, 4 * 1, 3, quiet) == Stop::Continue);
+    DOCTEST_CHECK(should_stop(exit, 2, 4 * 2, 3, quiet) == Stop::Continue);
+    DOCTEST_CHECK(should_stop(exit, 3, 4 * 3, 3, quiet) == Stop::Finished);
+    DOCTEST_CHECK(should_stop(exit, 5, 4 * 5, 3, quiet) == Stop::Finished);  // resumed past the end
     DOCTEST_CHECK(stop_reason(Stop::Finished, quiet) == "finished");
     DOCTEST_CHECK(stop_reason(Stop::Continue, quiet).empty());
 }
@@ -28,13 +28,13 @@ TEST_CASE("should_stop: --exit-interval, counted on the iteration number, wins o
     mds::flags::ExitArgs exit;
     exit.exit_interval = 4;
     const StopInputs quiet;
-    DOCTEST_CHECK(should_stop(exit, 3, 10, quiet) == Stop::Continue);
-    DOCTEST_CHECK(should_stop(exit, 4, 10, quiet) == Stop::ExitInterval);
-    DOCTEST_CHECK(should_stop(exit, 8, 10, quiet) == Stop::ExitInterval);
-    DOCTEST_CHECK(should_stop(exit, 8, 8, quiet) == Stop::ExitInterval);  // no final validation then
+    DOCTEST_CHECK(should_stop(exit, 3, 4 * 3, 10, quiet) == Stop::Continue);
+    DOCTEST_CHECK(should_stop(exit, 4, 4 * 4, 10, quiet) == Stop::ExitInterval);
+    DOCTEST_CHECK(should_stop(exit, 8, 4 * 8, 10, quiet) == Stop::ExitInterval);
+    DOCTEST_CHECK(should_stop(exit, 8, 4 * 8, 8, quiet) == Stop::ExitInterval);  // no final validation then
     DOCTEST_CHECK(stop_reason(Stop::ExitInterval, quiet) == "exit interval");
     exit.exit_interval = 0;  // 0: off
-    DOCTEST_CHECK(should_stop(exit, 4, 10, quiet) == Stop::Continue);
+    DOCTEST_CHECK(should_stop(exit, 4, 4 * 4, 10, quiet) == Stop::Continue);
 }
 
 TEST_CASE("should_stop: --exit-duration-in-mins once the minutes exceed it") {
@@ -42,9 +42,9 @@ TEST_CASE("should_stop: --exit-duration-in-mins once the minutes exceed it") {
     exit.exit_duration_in_mins = 2;
     StopInputs in;
     in.minutes = 2.0;
-    DOCTEST_CHECK(should_stop(exit, 1, 10, in) == Stop::Continue);
+    DOCTEST_CHECK(should_stop(exit, 1, 4 * 1, 10, in) == Stop::Continue);
     in.minutes = 2.01;
-    DOCTEST_CHECK(should_stop(exit, 1, 10, in) == Stop::ExitDuration);
+    DOCTEST_CHECK(should_stop(exit, 1, 4 * 1, 10, in) == Stop::ExitDuration);
     DOCTEST_CHECK(stop_reason(Stop::ExitDuration, in) == "exit duration");
 }
 
@@ -55,12 +55,12 @@ TEST_CASE("should_stop: signal first, then kill switch, duration, interval (Mega
     exit.kill_switch_path = "/nonexistent";
     StopInputs in;
     in.minutes = 5;
-    DOCTEST_CHECK(should_stop(exit, 1, 10, in) == Stop::ExitDuration);
+    DOCTEST_CHECK(should_stop(exit, 1, 4 * 1, 10, in) == Stop::ExitDuration);
     in.kill_switch = true;
-    DOCTEST_CHECK(should_stop(exit, 1, 10, in) == Stop::KillSwitch);
+    DOCTEST_CHECK(should_stop(exit, 1, 4 * 1, 10, in) == Stop::KillSwitch);
     DOCTEST_CHECK(stop_reason(Stop::KillSwitch, in) == "kill switch");
     in.signal = SIGUSR1;
-    DOCTEST_CHECK(should_stop(exit, 1, 10, in) == Stop::Signal);
+    DOCTEST_CHECK(should_stop(exit, 1, 4 * 1, 10, in) == Stop::Signal);
     DOCTEST_CHECK(stop_reason(Stop::Signal, in) == "SIGUSR1");
     in.signal = SIGTERM;
     DOCTEST_CHECK(stop_reason(Stop::Signal, in) == "SIGTERM");

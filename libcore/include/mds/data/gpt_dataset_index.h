@@ -143,6 +143,30 @@ SequenceReader sequence_reader(const IndexedDataset& ds);
 // GPTDataset.__getitem__(i): the seq_length+1 tokens of sample i (in shuffled order).
 std::vector<std::int64_t> read_gpt_sample(const SampleIndexView& view, std::size_t i, const SequenceReader& read);
 
+// One run of tokens a sample is cut from: tokens [begin, end) of document `document` (an index
+// into the dataset's sequences, as doc_idx holds it).
+struct SamplePiece {
+    std::int64_t document = 0, begin = 0, end = 0;
+};
+
+// Where sample i of a GPTDataset comes from, as __getitem__(i) reads it: shuffle_idx[i] (the row of
+// sample_idx) and the pieces whose concatenation is read_gpt_sample(view, i, ...). `sizes` are the
+// dataset's sequence lengths (for the end of a document read to its end).
+struct GptSampleSource {
+    std::int64_t shuffled = 0;  // shuffle_idx[i]
+    std::vector<SamplePiece> pieces;
+};
+GptSampleSource gpt_sample_source(const SampleIndexView& view, std::size_t i, std::span<const std::int32_t> sizes);
+
+// The origin of a sample of a (blended) dataset: which of the datasets serves it (index in the order
+// given, and prefix), that dataset's sample index, and where its tokens come from.
+struct SampleOrigin {
+    std::size_t dataset = 0;
+    std::string prefix;
+    std::int64_t dataset_sample = 0;  // the index __getitem__ takes (BlendableDataset's dataset_sample_index)
+    GptSampleSource source;
+};
+
 // ---- §4.6 cache files ------------------------------------------------------------------------
 
 struct IndexCachePaths {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mds/data/blending.h"
@@ -82,11 +83,17 @@ public:
     // Sample n of split 0 (train), 1 (valid) or 2 (test); an error names the split when it is
     // empty or n is out of range.
     std::vector<std::int64_t> sample(int split, std::int64_t n) const;
+    // Where sample n of split `split` comes from (the same checks as sample()): the dataset serving it
+    // (blending), that dataset's sample index and the document pieces (mds-sample-text).
+    SampleOrigin origin(int split, std::int64_t n) const;
 
 private:
     struct Dataset;
+    // The dataset serving sample n of split k and its index there (checks as sample()).
+    std::pair<std::size_t, std::size_t> locate(int split, std::int64_t n) const;
     std::vector<std::unique_ptr<Dataset>> datasets_;
     std::vector<double> blend_weights_;
+    mutable BlendingIndices blend_;  // a prefix of the blending index, grown on demand (not thread-safe)
     GptDatasetsSummary summary_;
 };
 

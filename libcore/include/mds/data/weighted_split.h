@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mds/data/blending.h"
@@ -95,10 +96,15 @@ public:
     const std::vector<WeightedSplitGroupSummary>& groups(int split) const;
     // Sample n of group `group` of `split`: seq_length + 1 token ids.
     std::vector<std::int64_t> sample(int split, std::size_t group, std::int64_t n) const;
+    // Where that sample comes from: the member dataset (index in the group, prefix), its sample
+    // index and the document pieces (mds-sample-text).
+    SampleOrigin origin(int split, std::size_t group, std::int64_t n) const;
 
 private:
     struct Opened;
     struct Group;
+    // The member serving sample n of the group and its index there (checks as sample()).
+    std::pair<std::size_t, std::size_t> locate(int split, std::size_t group, std::int64_t n) const;
     std::vector<std::unique_ptr<Opened>> opened_;
     std::array<std::vector<std::unique_ptr<Group>>, 3> groups_;
     std::array<std::vector<WeightedSplitGroupSummary>, 3> summaries_;

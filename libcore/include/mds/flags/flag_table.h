@@ -41,7 +41,7 @@ enum FlagTool : unsigned {
 // Where TrainArgs keeps a flag's value; monostate for a flag mds does not keep.
 using FlagSlot = std::variant<std::monostate, std::int64_t*, std::optional<std::int64_t>*, double*, std::optional<double>*,
                               std::string*, std::optional<std::string>*, bool*, std::vector<std::string>*,
-                              std::optional<optim::RampupBatchSize>*>;
+                              std::optional<optim::RampupBatchSize>*, std::optional<SaveSchedule>*>;
 
 // How a row's Python value in the checkpoint's args Namespace is made.
 enum class PyForm {

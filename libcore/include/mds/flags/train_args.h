@@ -17,6 +17,7 @@
 #include "mds/optim/batch_size_rampup.h"   // NumMicroBatchesCalculator
 #include "mds/optim/optimizer_config.h"    // OptimizerConfig: optimizer, LR, batch, fp16/bf16, loss scale
 #include "mds/flags/deepspeed_config.h"
+#include "mds/flags/save_schedule.h"      // SaveSchedule: --save-interval
 
 namespace mds::flags {
 
@@ -123,12 +124,14 @@ struct ExitArgs {
     std::optional<std::int64_t> exit_interval;           // --exit-interval (iterations)
     std::optional<std::int64_t> exit_duration_in_mins;   // --exit-duration-in-mins
     std::string kill_switch_path;                        // --kill-switch-path: exit when this file exists
+    std::optional<std::int64_t> exit_iteration;          // --exit-iteration: stop after this iteration (absolute)
+    std::optional<std::int64_t> exit_samples;            // --exit-samples: stop once the consumed samples reach it
 };
 
 struct CheckpointArgs {
     std::string save;                                    // --save DIR
     std::string load;                                    // --load DIR
-    std::optional<std::int64_t> save_interval;           // --save-interval (required with --save)
+    std::optional<SaveSchedule> save_interval;           // --save-interval N or N@A-B,... (required with --save)
     bool no_save_optim = false;                          // --no-save-optim: no optimizer files
     bool no_save_rng = false;                            // --no-save-rng: no RNG states
     bool no_load_optim = false;                          // --no-load-optim: Adam restarts, masters from the weights

@@ -3,6 +3,9 @@
 // specs/ops.md) when the loss becomes NaN/Inf or jumps well above its recent trend; and the runner
 // of --alert-command, which hands that message to a shell command without stalling training.
 //
+// The message also names the data of the log interval behind it (AlertData: iterations, consumed
+// samples, the mds-sample-text command that prints them; docs/incidents.md).
+//
 // Trend: the median of the last `window` finite logged losses. A median rather than an EMA because
 // a spike must not drag the trend up with it (a spike shorter than half the window leaves the
 // median where it was, so the interval after a spike is judged against the same trend), and
@@ -23,6 +26,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mds::observe {
@@ -46,6 +50,35 @@ void add_loss_alert_flags(CLI::App& app, LossAlertConfig& config, std::string& a
 
 enum class LossAlertKind { spike, not_finite };
 
+// The data behind an alert: the iterations of the log interval whose loss alerted, the samples
+// they consumed and the command that prints those samples (mds-sample-text, docs/incidents.md).
+struct AlertData {
+    std::int64_t first_iteration = 0, last_iteration = 0;  // the log interval, first-last
+    // Consumed samples (the log line's count) before the first iteration and after the last: the
+    // interval trained samples [consumed_begin, consumed_end).
+    std::int64_t consumed_begin = 0, consumed_end = 0;
+    // Samples of the training order that --skip-train-iteration-range skipped before the first and
+    // the last iteration of the interval (BMD's data iterator runs ahead of the consumed count by
+    // them): the interval read samples [consumed_begin + skipped_before, consumed_end + skipped_after).
+    std::int64_t skipped_before = 0, skipped_after = 0;
+    std::string sample_text_command;  // one shell command line
+};
+
+// `mds-sample-text --ledger PATH --iterations A-B`, shell-quoted.
+std::string ledger_sample_text_command(const std::string& ledger_path, std::int64_t first_iteration,
+                                       std::int64_t last_iteration);
+// Without a run ledger: `mds-sample-text --data-parallel-size D --resume-iteration R --iterations
+// A-B -- ARGS...`, where ARGS is mds-train's command line (argv[1..]) and R the iteration this
+// process resumed from (0: none); shell-quoted. Relative paths in ARGS are relative to the
+// training's working directory, where --alert-command runs.
+std::string run_sample_text_command(std::int64_t data_parallel_size, std::int64_t resumed_iteration,
+                                    std::int64_t first_iteration, std::int64_t last_iteration,
+                                    const std::vector<std::string>& command_line);
+// "data: iterations 57-57, consumed samples [912, 928): mds-sample-text ...", with
+// " (training-order samples [944, 960) after --skip-train-iteration-range)" before the colon when
+// samples were skipped.
+std::string describe_alert_data(const AlertData& data);
+
 struct LossAlert {
     LossAlertKind kind = LossAlertKind::spike;
     std::int64_t iteration = 0;
@@ -55,7 +88,16 @@ struct LossAlert {
     // One line, no newline:
     //   ***ALERT: loss spike at iteration 1500: loss 4.6004 is 2.00x the recent trend 2.3002 (median of the last 20 logged losses)
     //   ***ALERT: loss is nan at iteration 1500 (recent trend 2.3002)
+    // and, once attach_data() ran, "; " + describe_alert_data(data) after it.
     std::string message;
+    std::optional<AlertData> data;
+
+    // Records `d` and appends it to the message.
+    void attach_data(AlertData d);
+    // What --alert-command gets in its environment: MDS_ALERT_MESSAGE, and with data
+    // MDS_ALERT_ITERATIONS ("A-B"), MDS_ALERT_CONSUMED_SAMPLES ("X-Y", half-open: samples X to Y-1)
+    // and MDS_ALERT_SAMPLE_TEXT_COMMAND.
+    std::vector<std::pair<std::string, std::string>> environment() const;
 };
 
 // The detector's saved state, so that a resumed run keeps its trend.
@@ -85,8 +127,9 @@ private:
 };
 
 // Runs --alert-command for each alert: `/bin/sh -c COMMAND sh MESSAGE`, so the message is $1, and
-// with MDS_ALERT_MESSAGE=MESSAGE in its environment. The message never passes through the shell's
-// parser. Started with posix_spawn (vfork-style: no copy of the trainer's page tables, and only
+// with MDS_ALERT_MESSAGE=MESSAGE (and the rest of LossAlert::environment()) in its environment,
+// where values of those four variables inherited by the trainer are dropped. The message never
+// passes through the shell's parser. Started with posix_spawn (vfork-style: no copy of the trainer's page tables, and only
 // exec-safe steps in the child of a multi-threaded process), stdin from /dev/null, stdout/stderr
 // shared with the trainer, no other inherited descriptors (glibc >= 2.34), SIGPIPE at its default
 // and no blocked signals. Nothing here waits for a command: finished ones are reaped with WNOHANG
@@ -103,7 +146,9 @@ public:
     AlertCommandRunner(const AlertCommandRunner&) = delete;
     AlertCommandRunner& operator=(const AlertCommandRunner&) = delete;
 
-    // Starts the command for `message`; its pid, or none when it could not start (warned).
+    // Starts the command for `alert`; its pid, or none when it could not start (warned).
+    std::optional<pid_t> run(const LossAlert& alert) noexcept;
+    // Starts the command for a bare message (MDS_ALERT_MESSAGE only).
     std::optional<pid_t> run(const std::string& message) noexcept;
     // Reaps finished commands without blocking, warning about the ones that failed.
     void reap() noexcept;
@@ -114,6 +159,8 @@ public:
 
 private:
     void warn(const std::string& what) noexcept;
+    std::optional<pid_t> spawn(const std::string& message,
+                               const std::vector<std::pair<std::string, std::string>>& env) noexcept;
     void reap_finished();
 
     std::string command_;

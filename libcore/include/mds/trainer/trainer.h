@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mds/dist/launch.h"
 #include "mds/observe/loss_alert.h"
@@ -30,6 +31,8 @@ struct RunOptions {
     double pue = 1.0;                // --pue: power usage effectiveness of the data centre
     std::int64_t threads = 0;        // --threads: CPU threads for LibTorch (0: its default)
     dist::LaunchInfo launch;         // this process's rank, from the launcher's environment
+    std::vector<std::string> command_line;  // mds-train's arguments (argv[1..]), for the run ledger and alerts
+    std::string run_ledger;          // --run-ledger PATH|none ("": {--save}/runs.jsonl; run_ledger.h)
 };
 
 struct RunSummary {

@@ -97,8 +97,12 @@ bool SaveSchedule::due(std::int64_t iteration) const {
 
 std::string SaveSchedule::to_string() const {
     std::string out;
-    for (const auto& r : ranges_) out += (out.empty() ? "" : ",") + range_text(r);
-    if (default_) out += (out.empty() ? "" : ",") + std::to_string(*default_);
+    auto item = [&out](const std::string& text) {
+        if (!out.empty()) out += ',';
+        out += text;
+    };
+    for (const auto& r : ranges_) item(range_text(r));
+    if (default_) item(std::to_string(*default_));
     return out;
 }
 

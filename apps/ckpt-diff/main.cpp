@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
         app.add_option("--atol", opt.atol, "Absolute tolerance (default 0): equal when |a-b| <= atol + rtol*|b| elementwise")
             ->check(mds::non_negative_number());
         app.add_option("--rtol", opt.rtol, "Relative tolerance (default 0)")->check(mds::non_negative_number());
-        app.add_flag("--optimizer", opt.optimizer, "Also compare the BF16 optimizer states (fp32 master, exp_avg, exp_avg_sq per parameter) and the step");
+        app.add_flag("--optimizer", opt.optimizer, "Also compare the optimizer states (fp32 master, exp_avg, exp_avg_sq per parameter; BF16 or ZeRO stage 1/2 files) and the step");
         app.add_option("--top", top, "Differing tensors to list, largest relative difference first (default 20; 0: all)");
         app.add_flag("--no-verify", no_verify, "Skip the CRC-32 checks of the pickles and tensors read (faster; damage goes unnoticed)");
         mds::add_json_flag(app, json);

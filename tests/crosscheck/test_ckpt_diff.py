@@ -15,7 +15,11 @@ files with per-parameter Adam moments):
   - --optimizer: one exp_avg value perturbed is found as that parameter's exp_avg, one element; without --optimizer
     the two are equal;
   - a truncated layer file and a garbage mp_rank file: exit 2 naming the file; a missing path and --optimizer with
-    a Hugging Face folder: exit 2.
+    a Hugging Face folder: exit 2;
+  - where mds-train is built, fp16 ZeRO files (zero_pp_rank_*): a DP=3 ZeRO-1 save (padded partitions) equals itself
+    with --optimizer; one changed exp_avg value is that parameter's state, one element; a zeroed fp32 master matches
+    torch's count, max and norm; the DP padding is not compared; a param_slice_mappings entry off DeepSpeed's layout
+    exits 2 naming the file; at PP=2 (ZeRO stage 0) a perturbed last-stage tied fp32 copy is reported.
 Exits 77 without the binaries or without torch."""
 import json
 import os
@@ -318,6 +322,105 @@ with tempfile.TemporaryDirectory() as tmp:
             check(r.returncode == 0, f"reshape of the mds-train checkpoint: {r.stderr[-400:]}")
             r = diff(ck, flat, "--optimizer")
             check(r.returncode == 0, f"mds-train PP=2 vs its TP1 x PP1 reshape: {r.returncode} {r.stdout[-600:]} {r.stderr[-300:]}")
+
+            # fp16 runs' ZeRO stage 1/2 files (zero_pp_rank_*): DP=3 ZeRO-1 (3 does not divide the groups: the
+            # last rank's partition ends with padding), and PP=2 at ZeRO stage 0 (mds-train writes the same files).
+            # mds-ckpt-reshape refuses fp16 optimizer files, so no reshape of them is compared.
+            z16 = os.path.join(tmp, "fp16_dp3")
+            args = flags(data, iters=4, extra=["--fp16", "--initial-loss-scale", "256", "--zero-stage", "1", "--save", z16,
+                                               "--save-interval", "4"])
+            outs = wait_all(start(args, 3, free_port()))
+            if check(all(o[0] == 0 for o in outs), f"mds-train fp16 DP=3: {outs[0][2][-800:]}"):
+                r, j = diff_json(z16, z16, "--optimizer")
+                n = j.get("compared", 0)
+                check(r.returncode == 0 and n > 1 and (n - 1) % 4 == 0 and not j.get("notes"),
+                      f"fp16 ZeRO-1 checkpoint against itself with --optimizer: {r.returncode} {r.stderr[-400:]} {j.get('notes')}")
+                r2, jw = diff_json(z16, z16)
+                check(jw.get("compared", 0) * 4 + 1 == n, f"--optimizer adds 3 states per weight and the step: {jw.get('compared')} {n}")
+                # One exp_avg value of a parameter split over ranks 0 and 1 (in rank 1's file), the whole fp32 master of
+                # another (both its fragments), and the padding at the end of the last rank's exp_avg changed.
+                mod = os.path.join(tmp, "fp16_dp3_mod")
+                shutil.copytree(z16, mod)
+                d = step_dir(mod)
+                files = [os.path.join(d, f"zero_pp_rank_{k}_mp_rank_00_optim_states.pt") for k in range(3)]
+                sds = [load(f) for f in files]
+                osds = [sd["optimizer_state_dict"] for sd in sds]
+                check(any(p > 0 for p in osds[2]["group_paddings"]), f"the DP=3 layout has padding: {osds[2]['group_paddings']}")
+                split = [(g, name) for g, m in enumerate(osds[1]["param_slice_mappings"]) for name in m
+                         if name in osds[0]["param_slice_mappings"][g]]
+                check(len(split) >= 2, f"parameters split over ranks 0 and 1: {split}")
+                (g1, p1), (g2, p2) = split[0], split[-1]
+                frag = osds[1]["param_slice_mappings"][g1][p1]
+                moments = osds[1]["base_optimizer_state"]["state"][g1]["exp_avg"]
+                before = moments[frag.start + 5].item()
+                moments[frag.start + 5] += 1e-3
+                delta = abs(moments[frag.start + 5].item() - before)
+                master = torch.cat([o["single_partition_of_fp32_groups"][g2][o["param_slice_mappings"][g2][p2].start:][
+                    :o["param_slice_mappings"][g2][p2].numel] for o in osds if p2 in o["param_slice_mappings"][g2]])
+                for o in osds:
+                    if p2 in o["param_slice_mappings"][g2]:
+                        f = o["param_slice_mappings"][g2][p2]
+                        o["single_partition_of_fp32_groups"][g2][f.start:f.start + f.numel] = 0
+                gp = next(g for g, p in enumerate(osds[2]["group_paddings"]) if p > 0)
+                osds[2]["base_optimizer_state"]["state"][gp]["exp_avg"][-1] += 5.0
+                for sd, f in zip(sds, files):
+                    torch.save(sd, f)
+
+                def ours(p):
+                    layer, _, rest = p.partition(".")
+                    if p.startswith("tied_modules."):
+                        return "embedding." + p[len("tied_modules.embed."):]
+                    return f"layers.{int(layer) - 3}.{rest}" if int(layer) < 5 else f"final_layernorm.{rest}"
+                r, j = diff_json(z16, mod, "--optimizer")
+                got = {t["name"]: t for t in j.get("tensors", [])}
+                want = {ours(p1) + ":exp_avg", ours(p2) + ":fp32"}
+                if check(r.returncode == 1 and set(got) == want, f"fp16 ZeRO files: the changed states found: {sorted(got)} vs {sorted(want)}"):
+                    t = got[ours(p1) + ":exp_avg"]
+                    check(t["differing"] == 1 and close(t["max_abs"], delta), f"one exp_avg element: {t} vs {delta}")
+                    t = got[ours(p2) + ":fp32"]
+                    check(t["numel"] == master.numel() and t["differing"] == int((master != 0).sum()) and
+                          close(t["max_abs"], master.abs().max().item()) and close(t["diff_norm"], master.double().norm().item()),
+                          f"fp32 master of {p2} against torch: {t} vs numel {master.numel()} norm {master.double().norm().item()}")
+                r = diff(z16, mod)
+                check(r.returncode == 0, f"fp16 ZeRO states changed, without --optimizer: exit {r.returncode}")
+                print(f"fp16 ZeRO-1 DP=3: {n} entries; {p1}:exp_avg and {p2}:fp32 found as changed")
+                # A param_slice_mappings entry that disagrees with DeepSpeed's layout of param_shapes: exit 2 naming the file.
+                sd = load(files[0])
+                m = sd["optimizer_state_dict"]["param_slice_mappings"][g1]
+                m[p1] = type(m[p1])(numel=m[p1].numel, start=m[p1].start + 1)
+                torch.save(sd, files[0])
+                r = diff(z16, mod, "--optimizer")
+                check(r.returncode == 2 and "zero_pp_rank_0_mp_rank_00_optim_states.pt" in r.stderr and p1 in r.stderr,
+                      f"a mapping off DeepSpeed's layout: {r.returncode} {r.stderr[-400:]}")
+
+            z16pp = os.path.join(tmp, "fp16_pp2")
+            args = flags(data, iters=4, extra=["--fp16", "--initial-loss-scale", "256", "--pipeline-model-parallel-size", "2", "--zero-stage", "0",
+                                               "--save", z16pp, "--save-interval", "4"])
+            outs = wait_all(start(args, 2, free_port()))
+            if check(all(o[0] == 0 for o in outs), f"mds-train fp16 PP=2: {outs[0][2][-800:]}"):
+                r, j = diff_json(z16pp, z16pp, "--optimizer")
+                check(r.returncode == 0 and j.get("tied_checked") == 6, f"fp16 PP=2 against itself: {r.returncode} {r.stderr[-300:]} {j.get('tied_checked')}")
+                # The last stage's fp32 copy of the tied word embedding perturbed: found with and without --optimizer.
+                mod = os.path.join(tmp, "fp16_pp2_mod")
+                shutil.copytree(z16pp, mod)
+                path = os.path.join(step_dir(mod), "zero_pp_rank_0_mp_rank_01_optim_states.pt")
+                sd = load(path)
+                osd = sd["optimizer_state_dict"]
+                g, f = next((g, m["tied_modules.embed.word_embeddings.weight"]) for g, m in enumerate(osd["param_slice_mappings"])
+                            if "tied_modules.embed.word_embeddings.weight" in m)
+                master = osd["single_partition_of_fp32_groups"][g]
+                before = master[f.start + 7].item()
+                master[f.start + 7] += 0.5
+                delta = abs(master[f.start + 7].item() - before)
+                torch.save(sd, path)
+                for extra in ([], ["--optimizer"]):
+                    r, j = diff_json(z16pp, mod, *extra)
+                    td = j.get("tied_differ", [])
+                    check(r.returncode == 1 and not j.get("tensors") and len(td) == 1 and td[0].get("side") == "B" and
+                          td[0]["name"].endswith(":fp32") and td[0]["last"].endswith("/zero_pp_rank_*_mp_rank_01_optim_states.pt") and
+                          td[0]["differing"] == 1 and close(td[0]["max_abs"], delta),
+                          f"fp16 tied fp32 copy perturbed {extra}: {r.returncode} {json.dumps(td)[:600]}")
+                print("fp16 PP=2: tied copies checked from the ZeRO files")
 
 if failures:
     print(f"{len(failures)} failure(s)")

@@ -1,9 +1,10 @@
 // A model on disk as one list of global tensors in a stable order, each loaded on demand, for tools
 // that walk two models side by side (mds-ckpt-diff). Two kinds of folders:
 //   - a DeepSpeed pipeline checkpoint (any TP / PP / DP; specs/checkpoints.md §1, §4, §5): every
-//     parameter merged over its TP shards (DsCheckpoint::Layer::merge), and on request the BF16
-//     optimizer states per parameter (fp32 master, exp_avg, exp_avg_sq: Bf16OptimizerShards) and the
-//     optimizer step;
+//     parameter merged over its TP shards (DsCheckpoint::Layer::merge), and on request the optimizer
+//     states per parameter (fp32 master, exp_avg, exp_avg_sq) and the optimizer step, from BF16
+//     optimizer files (Bf16OptimizerShards) or ZeRO stage 1/2 files of fp16 / fp32 runs (cut by
+//     DeepSpeed's flat layout, ds_optimizer_layout.h, of the mp_rank files' param_shapes);
 //   - a Hugging Face GPT2 / BLOOM folder (config.json + safetensors or pytorch_model.bin, sharded or
 //     not): every tensor renamed and laid out back to Megatron's form, the inverse of mds-ckpt-to-hf.
 // Names are position based, so that checkpoints with other layer numbering or parallelism line up:
@@ -43,8 +44,9 @@ public:
     virtual ~MergedTensors() = default;
     // Opens `path`: a Hugging Face folder (holding config.json) or a DeepSpeed checkpoint (a root
     // with `latest`, or a global_step folder). `optimizer`: also list the optimizer states (a
-    // DeepSpeed checkpoint with BF16 optimizer files; anything else is an mds::Error). `verify`:
-    // CRC-32 checks of what is read (TorchFile). Errors name the file and what was expected.
+    // DeepSpeed checkpoint with BF16 or ZeRO stage 1/2 optimizer files; anything else is an
+    // mds::Error). `verify`: CRC-32 checks of what is read (TorchFile). Errors name the file and
+    // what was expected.
     static std::unique_ptr<MergedTensors> open(const std::string& path, bool optimizer, bool verify = true);
 
     virtual std::string kind() const = 0;  // "deepspeed" or "huggingface"

@@ -350,7 +350,11 @@ def teardown_abort(logs):
     """Whether a SIGABRT of the reference program came after its Python code had ended: a C++ thread's
     std::terminate ("terminate called without an active exception", e.g. a Gloo or DeepSpeed thread still
     joinable at interpreter exit), and faulthandler's dump after "Fatal Python error: Aborted" shows no Python
-    frame in any thread. Seen under load with pretrain_gpt.py at TP 2; mds is not involved in such a run."""
+    frame in any thread. Seen under load with pretrain_gpt.py at TP 2; mds is not involved in such a run.
+    A rank that died of an uncaught Python exception (its traceback in the log) aborts the same way on its way
+    out: that run failed, and is not counted as finished."""
+    if any("Traceback (most recent call last)" in text for text in logs):
+        return False
     seen = False
     for text in logs:
         if "Fatal Python error: Aborted" not in text:

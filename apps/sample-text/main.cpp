@@ -8,19 +8,18 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "mds/flags/train_args.h"
 #include "mds/flags/train_tokenizer.h"
 #include "mds/trainer/run_ledger.h"
 #include "mds/trainer/sample_map.h"
+#include "mds/trainer/sample_print.h"
 #include "mds/util/cli.h"
 #include "mds/util/error.h"
+#include "mds/util/int_range.h"
 #include "mds/util/tool.h"
 
 namespace {
@@ -28,43 +27,24 @@ namespace {
 using mds::Error;
 using mds::UsageError;
 
-struct Range {
-    std::int64_t first = 0, last = 0;  // inclusive for iterations; [first, last) for consumed samples
-};
-
+// A whole number >= 0 (an id or a bound of a range).
 std::int64_t parse_int(const std::string& text, const std::string& flag) {
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-        v = std::stoll(text, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used == 0 || used != text.size() || v < 0)
-        throw UsageError(flag + " '" + text + "': expected a non-negative integer");
-    return v;
+    const auto v = mds::parse_whole_number(text);
+    if (!v) throw UsageError(flag + " " + mds::whole_number_problem(text));
+    return *v;
 }
 
 // "A", "A-B" or the two values "A" "B".
-Range parse_range(const std::vector<std::string>& values, const std::string& flag, bool single_allowed) {
-    Range r;
+mds::IntRange parse_range(const std::vector<std::string>& values, const std::string& flag, bool single_allowed) {
     if (values.size() == 2) {
-        r.first = parse_int(values[0], flag);
-        r.last = parse_int(values[1], flag);
-    } else if (values.size() == 1) {
-        const auto dash = values[0].find('-');
-        if (dash == std::string::npos) {
-            if (!single_allowed) throw UsageError(flag + " '" + values[0] + "': expected A-B or A B");
-            r.first = r.last = parse_int(values[0], flag);
-        } else {
-            r.first = parse_int(values[0].substr(0, dash), flag);
-            r.last = parse_int(values[0].substr(dash + 1), flag);
-        }
-    } else {
-        throw UsageError(flag + ": expected A-B or A B");
+        const mds::IntRange r{parse_int(values[0], flag), parse_int(values[1], flag)};
+        if (r.last < r.first) throw UsageError(flag + ": the range ends (" + values[1] + ") before it starts (" + values[0] + ")");
+        return r;
     }
-    if (r.last < r.first) throw UsageError(flag + ": the range ends before it starts");
-    return r;
+    if (values.size() != 1) throw UsageError(flag + ": expected A-B or A B");
+    const auto p = mds::parse_int_range(values[0], single_allowed);
+    if (!p.problem.empty()) throw UsageError(flag + " " + values[0] + ": " + p.problem);
+    return p.range;
 }
 
 std::vector<std::int64_t> parse_ids(const std::string& text) {
@@ -80,113 +60,15 @@ std::vector<std::int64_t> parse_ids(const std::string& text) {
     return ids;
 }
 
-// The physical line numbers of the ledger's non-blank lines (read_ledger skips blank ones).
-std::vector<std::size_t> ledger_line_numbers(const std::string& path) {
-    std::ifstream in(path);
-    std::vector<std::size_t> lines;
-    std::string line;
-    for (std::size_t n = 1; std::getline(in, line); ++n)
-        if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(n);
-    return lines;
-}
-
-std::string describe_entries(const std::vector<mds::trainer::LedgerEntry>& entries, const std::vector<std::size_t>& lines) {
+std::string describe_entries(const std::vector<mds::trainer::LedgerEntry>& entries) {
     std::string out;
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-        const auto& e = entries[i];
-        out += "\n  line " + std::to_string(i < lines.size() ? lines[i] : i + 1) + ": " + e.status + ", iterations " +
+    for (const auto& e : entries) {
+        out += "\n  line " + std::to_string(e.line) + ": " + e.status + ", iterations " +
                std::to_string(e.resumed_iteration + 1) + "-" + std::to_string(e.iteration) + ", consumed samples " +
                std::to_string(e.resumed_consumed_samples) + "-" + std::to_string(e.consumed_samples);
     }
     return out.empty() ? " it has no lines" : out;
 }
-
-std::string pieces_text(const mds::data::SampleOrigin& o) {
-    std::string s;
-    for (std::size_t i = 0; i < o.source.pieces.size(); ++i) {
-        const auto& p = o.source.pieces[i];
-        s += (i ? " + doc " : "doc ") + std::to_string(p.document) + (i ? " [" : " tokens [") + std::to_string(p.begin) +
-             ", " + std::to_string(p.end) + ")";
-    }
-    return s;
-}
-
-struct Printer {
-    const mds::trainer::SampleMap& map;
-    const mds::tok::Tokenizer& tokenizer;
-    bool jsonl = false, tokens = false;
-    std::int64_t max_chars = -1;
-
-    std::string text_of(const std::vector<std::int64_t>& ids) const {
-        std::vector<std::int32_t> ids32(ids.begin(), ids.end());
-        std::string t = tokenizer.decode(ids32);
-        if (max_chars >= 0 && static_cast<std::int64_t>(t.size()) > max_chars) {
-            auto cut = static_cast<std::size_t>(max_chars);
-            while (cut > 0 && (static_cast<unsigned char>(t[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
-            t.resize(cut);
-            t += " [...]";
-        }
-        return t;
-    }
-
-    void sample(std::int64_t id, const mds::trainer::MappedSample* where, std::int64_t seqlen) const {
-        const auto origin = map.origin(id);
-        const auto ids = map.tokens(id);
-        const std::string text = text_of(ids);
-        if (jsonl) {
-            nlohmann::json j;
-            if (where) {
-                j["iteration"] = where->iteration;
-                j["micro_batch"] = where->micro_batch;
-                j["dp_rank"] = where->dp_rank;
-                j["index"] = where->index;
-                j["consumed"] = where->consumed;
-                j["position"] = where->position;
-                j["seqlen"] = seqlen;
-            }
-            j["sample"] = id;
-            j["dataset"] = origin.dataset;
-            j["prefix"] = origin.prefix;
-            j["dataset_sample"] = origin.dataset_sample;
-            j["shuffled"] = origin.source.shuffled;
-            nlohmann::json pieces = nlohmann::json::array();
-            for (const auto& p : origin.source.pieces)
-                pieces.push_back({{"doc", p.document}, {"begin", p.begin}, {"end", p.end}});
-            j["pieces"] = std::move(pieces);
-            if (tokens) j["tokens"] = ids;
-            j["text"] = text;
-            std::fputs((j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n").c_str(), stdout);
-            return;
-        }
-        std::string head;
-        if (where)
-            head = "iteration " + std::to_string(where->iteration) + " micro-batch " + std::to_string(where->micro_batch) +
-                   " dp-rank " + std::to_string(where->dp_rank) + " ";
-        head += "sample " + std::to_string(id) + " | dataset " + std::to_string(origin.dataset) + " " + origin.prefix +
-                " sample " + std::to_string(origin.dataset_sample) + " | " + pieces_text(origin);
-        if (where && seqlen != map.seq_length()) head += " | seqlen " + std::to_string(seqlen);
-        std::string out = head + "\n";
-        if (tokens) {
-            out += "tokens:";
-            for (auto t : ids) out += " " + std::to_string(t);
-            out += "\n";
-        }
-        out += text + "\n\n";
-        std::fputs(out.c_str(), stdout);
-    }
-
-    void iteration_header(const mds::trainer::MappedIteration& it, std::int64_t dp, std::int64_t mbs) const {
-        if (jsonl) return;
-        std::string s = "=== iteration " + std::to_string(it.iteration) + ": global batch " + std::to_string(it.batch_size) +
-                        " (" + std::to_string(it.micro_batches) + " micro batches x " + std::to_string(dp) +
-                        " ranks x " + std::to_string(mbs) + "), consumed samples " + std::to_string(it.consumed_before) +
-                        ", data position " + std::to_string(it.position) + ", seqlen " + std::to_string(it.seqlen);
-        for (const auto& r : it.skipped)
-            s += "; iterations " + std::to_string(r[0]) + "-" + std::to_string(r[1]) +
-                 " skipped before it (--skip-train-iteration-range)";
-        std::fputs((s + "\n\n").c_str(), stdout);
-    }
-};
 
 }  // namespace
 
@@ -243,7 +125,7 @@ int main(int argc, char** argv) {
 
         const int selections = (iterations.empty() ? 0 : 1) + (consumed.empty() ? 0 : 1) + (sample_ids.empty() ? 0 : 1);
         if (selections != 1) throw UsageError("give exactly one of --iterations, --consumed-samples, --sample-ids");
-        std::optional<Range> its, cons;
+        std::optional<mds::IntRange> its, cons;
         if (!iterations.empty()) {
             its = parse_range(iterations, "--iterations", true);
             if (its->first < 1) throw UsageError("--iterations: iterations count from 1");
@@ -262,7 +144,6 @@ int main(int argc, char** argv) {
                 throw UsageError("--ledger gives the data-parallel size and the resumed iteration: drop "
                                  "--data-parallel-size / --resume-iteration / --resume-consumed-samples");
             const auto entries = mds::trainer::read_ledger(ledger);
-            const auto lines = ledger_line_numbers(ledger);
             const mds::trainer::LedgerEntry* e = nullptr;
             std::string wanted;
             if (its) {
@@ -278,9 +159,8 @@ int main(int argc, char** argv) {
                 e = &entries.back();
             }
             if (!e) throw Error("no line of the ledger " + ledger + (wanted.empty() ? "" : " " + wanted) + ":" +
-                                describe_entries(entries, lines));
-            const auto index = static_cast<std::size_t>(e - entries.data());
-            where = ledger + " line " + std::to_string(index < lines.size() ? lines[index] : index + 1);
+                                describe_entries(entries));
+            where = ledger + " line " + std::to_string(e->line);
             train_flags = e->command_line;
             dp = e->layout.dp;
             resumed = e->resumed_iteration;
@@ -319,7 +199,8 @@ int main(int argc, char** argv) {
         if (!quiet) mopt.log = [](const std::string& m) { mds::print_info(m); };
         const mds::trainer::SampleMap map(args, mopt);
         const auto tokenizer = mds::flags::load_tokenizer(args.data);
-        Printer p{map, tokenizer, format == "jsonl", tokens, max_chars};
+        const mds::trainer::SamplePrinter p(map, tokenizer, {format == "jsonl", tokens, max_chars});
+        const auto print = [](const std::string& s) { std::fputs(s.c_str(), stdout); };
         const std::int64_t mbs = args.optimizer.micro_batch_size;
 
         if (!sample_ids.empty()) {
@@ -327,7 +208,7 @@ int main(int argc, char** argv) {
                 if (id >= map.dataset_size())
                     throw Error("sample " + std::to_string(id) + " is beyond the training dataset's " +
                                 std::to_string(map.dataset_size()) + " samples");
-                p.sample(id, nullptr, map.seq_length());
+                print(p.sample(id, nullptr, map.seq_length()));
             }
             return 0;
         }
@@ -344,8 +225,8 @@ int main(int argc, char** argv) {
                             ": it stopped at iteration " + std::to_string(*job_last));
             map.walk(its->last, [&](const mds::trainer::MappedIteration& it) {
                 if (it.iteration < its->first) return true;
-                p.iteration_header(it, dp, mbs);
-                for (const auto& s : it.samples) p.sample(s.sample, &s, it.seqlen);
+                print(p.iteration_header(it, dp, mbs));
+                for (const auto& s : it.samples) print(p.sample(s.sample, &s, it.seqlen));
                 return true;
             });
             return 0;
@@ -367,9 +248,9 @@ int main(int argc, char** argv) {
             bool header = false;
             for (const auto& s : it.samples) {
                 if (s.consumed < cons->first || s.consumed >= cons->last) continue;
-                if (!header) p.iteration_header(it, dp, mbs);
+                if (!header) print(p.iteration_header(it, dp, mbs));
                 header = true;
-                p.sample(s.sample, &s, it.seqlen);
+                print(p.sample(s.sample, &s, it.seqlen));
             }
             return true;
         });

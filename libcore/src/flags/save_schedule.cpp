@@ -1,9 +1,9 @@
 #include "mds/flags/save_schedule.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "mds/util/error.h"
+#include "mds/util/int_range.h"
 
 namespace mds::flags {
 
@@ -30,37 +30,25 @@ public:
     }
 
     // A decimal number as Python's int() reads one (single underscores between digits allowed);
-    // `what` names it in errors ("the interval", "the range start").
+    // `what` names it in errors ("the interval").
     std::int64_t number(std::string_view item, std::string_view s, const std::string& what) const {
-        if (s.empty()) fail(item, what + " is missing; " + kForm);
-        std::int64_t v = 0;
-        for (std::size_t i = 0; i < s.size(); ++i) {
-            const char c = s[i];
-            if (c == '_' && i > 0 && i + 1 < s.size() && s[i - 1] != '_' && s[i + 1] >= '0' && s[i + 1] <= '9') continue;
-            if (c < '0' || c > '9') fail(item, what + " '" + std::string(s) + "' is not a whole number >= 1; " + kForm);
-            const int d = c - '0';
-            if (v > (std::numeric_limits<std::int64_t>::max() - d) / 10)
-                fail(item, what + " '" + std::string(s) + "' is too large (at most " +
-                               std::to_string(std::numeric_limits<std::int64_t>::max()) + ")");
-            v = v * 10 + d;
-        }
-        if (v < 1) fail(item, what + " must be at least 1, found " + std::string(s));
-        return v;
+        const auto v = parse_whole_number(s, true);
+        if (!v) fail(item, what + " " + whole_number_problem(s) + "; " + kForm);
+        if (*v < 1) fail(item, what + " must be at least 1, found " + std::string(s));
+        return *v;
     }
 
     SaveRange range(std::string_view item) const {
         const auto at = item.find('@');
         const std::string_view span = item.substr(at + 1);
-        const auto dash = span.find('-');
         if (span.empty()) fail(item, std::string("the iteration range after '@' is missing; ") + kForm);
-        if (dash == std::string_view::npos) fail(item, "no '-' in the iteration range '" + std::string(span) + "'; " + kForm);
         SaveRange r;
         r.interval = number(item, item.substr(0, at), "the interval");
-        r.first = number(item, span.substr(0, dash), "the range start");
-        r.last = number(item, span.substr(dash + 1), "the range end");
-        if (r.last < r.first)
-            fail(item, "the range ends (" + std::to_string(r.last) + ") before it starts (" + std::to_string(r.first) +
-                           "); expected A <= B");
+        const IntRangeParse p = parse_int_range(span, false, true);
+        if (!p.problem.empty()) fail(item, "the iteration range '" + std::string(span) + "': " + p.problem + "; " + kForm);
+        if (p.range.first < 1) fail(item, "the range start must be at least 1, found " + std::to_string(p.range.first));
+        r.first = p.range.first;
+        r.last = p.range.last;
         return r;
     }
 

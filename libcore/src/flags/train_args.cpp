@@ -6,6 +6,7 @@
 #include "flag_rows.h"  // format_number
 #include "mds/flags/flag_table.h"
 #include "mds/util/error.h"
+#include "mds/util/int_range.h"
 
 namespace mds::flags {
 namespace {
@@ -268,20 +269,10 @@ void check_data_mode(const TrainArgs& args) {
 
 // One "START-END" of --skip-train-iteration-range: two integers, END >= START (BMD's parse_args).
 std::array<std::int64_t, 2> skip_range(const std::string& text) {
-    const auto bad = [&](const std::string& why) {
-        usage("--skip-train-iteration-range " + text + ": " + why + " (expected START-END, e.g. 1001-1200)");
-    };
-    const auto dash = text.find('-');
-    if (dash == std::string::npos || text.find('-', dash + 1) != std::string::npos) bad("not two numbers");
-    std::array<std::int64_t, 2> r{};
-    for (int k = 0; k < 2; ++k) {
-        const std::string part = k == 0 ? text.substr(0, dash) : text.substr(dash + 1);
-        if (part.empty() || part.size() > 18 || part.find_first_not_of("0123456789") != std::string::npos)
-            bad("'" + part + "' is not an iteration number");
-        r[static_cast<std::size_t>(k)] = std::stoll(part);
-    }
-    if (r[1] < r[0]) bad("the end of the range is before its start");
-    return r;
+    const IntRangeParse p = parse_int_range(text);
+    if (!p.problem.empty())
+        usage("--skip-train-iteration-range " + text + ": " + p.problem + " (expected START-END, e.g. 1001-1200)");
+    return {p.range.first, p.range.last};
 }
 
 // --skip-train-iteration-range as BMD's parse_args leaves it: sorted, overlapping ranges merged

@@ -192,6 +192,7 @@ std::vector<LedgerEntry> read_ledger(const std::string& path) {
     for (std::size_t i = 0; i < lines.size(); ++i) {
         if (blank(lines[i])) continue;
         out.push_back(parse_ledger_line(lines[i], path + ":" + std::to_string(i + 1)));
+        out.back().line = i + 1;
     }
     return out;
 }

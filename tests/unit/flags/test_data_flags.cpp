@@ -40,12 +40,12 @@ TEST_CASE("--skip-train-iteration-range: sorted and merged as BMD's parse_args, 
     CHECK(parsed({"--skip-train-iteration-range", "5-5", "6-6"}).data.skip_ranges == Ranges{{5, 5}, {6, 6}});
     CHECK(parsed({"--skip-train-iteration-range", "3-8", "8-9"}).data.skip_ranges == Ranges{{3, 9}});
     CHECK_THROWS_WITH_AS(parsed({"--skip-train-iteration-range", "7-3"}),
-                         doctest::Contains("--skip-train-iteration-range 7-3: the end of the range is before its start"),
+                         doctest::Contains("--skip-train-iteration-range 7-3: the range ends (3) before it starts (7)"),
                          mds::UsageError);
     CHECK_THROWS_WITH_AS(parsed({"--skip-train-iteration-range", "7"}), doctest::Contains("START-END"), mds::UsageError);
-    CHECK_THROWS_WITH_AS(parsed({"--skip-train-iteration-range", "1-2-3"}), doctest::Contains("not two numbers"),
+    CHECK_THROWS_WITH_AS(parsed({"--skip-train-iteration-range", "1-2-3"}), doctest::Contains("expected two whole numbers joined by one '-'"),
                          mds::UsageError);
-    CHECK_THROWS_WITH_AS(parsed({"--skip-train-iteration-range", "a-3"}), doctest::Contains("'a' is not an iteration"),
+    CHECK_THROWS_WITH_AS(parsed({"--skip-train-iteration-range", "a-3"}), doctest::Contains("the range start 'a' is not a whole number"),
                          mds::UsageError);
 }
 

@@ -109,7 +109,7 @@ TEST_CASE("save schedule: bad items are usage errors naming the item and what wa
         {"2@1-3,,5", "item 2 is empty"},
         {"10@", "the iteration range after '@' is missing"},
         {"2@1-3,10@", "item '10@': the iteration range"},
-        {"10@5", "no '-' in the iteration range '5'"},
+        {"10@5", "the iteration range '5': expected two whole numbers joined by one '-'"},
         {"@1-2", "the interval is missing"},
         {"10@-5", "the range start is missing"},
         {"10@5-", "the range end is missing"},
@@ -141,7 +141,7 @@ TEST_CASE("save schedule: bad items are usage errors naming the item and what wa
     }
     // Every refusal of an item's form says which form is expected.
     CHECK(contains(error_of("10@"), "expected an integer N >= 1 or a comma list of N@A-B items"));
-    CHECK(contains(error_of("10@5-1"), "expected A <= B"));
+    CHECK(contains(error_of("10@5-1"), "1 <= A <= B"));
     // The largest numbers parse.
     CHECK(parse_save_schedule("9223372036854775807") == SaveSchedule::every(9223372036854775807LL));
     CHECK(parse_save_schedule("1@1-9223372036854775807").due(9223372036854775807LL));

@@ -52,6 +52,7 @@ struct LedgerEntry {
     std::optional<std::string> stop;            // null while running: "finished", "exit interval", "SIGTERM", "error: ..."
     std::vector<std::string> command_line;      // mds-train's argv[1..] as given
     std::string cwd;                            // relative paths in command_line are relative to it
+    std::size_t line = 0;                       // 1-based line in the ledger file (read_ledger; not stored)
 
     // True when this line's job trained `iteration`: resumed_iteration < iteration <= this->iteration,
     // or (status "running") resumed_iteration < iteration.

@@ -158,7 +158,7 @@ def exit_samples(tmp, data):
 
 def usage_errors(tmp, data):
     cases = [
-        (["--save-interval", "10@5-1"], "--save-interval '10@5-1': the range ends (1) before it starts (5)"),
+        (["--save-interval", "10@5-1"], "--save-interval '10@5-1': the iteration range '5-1': the range ends (1) before it starts (5)"),
         (["--save-interval", "2@1-6,3@5-9"], "overlap (iteration 5 is in both)"),
         (["--save-interval", "10@"], "the iteration range after '@' is missing"),
         (["--exit-iteration", "0"], "--exit-iteration must be positive"),

@@ -15,7 +15,8 @@ apt_packages=(build-essential cmake ninja-build pkg-config python3-venv
 # The single-node SLURM the watchdog's integration test starts (without recommends: 7 packages,
 # not the 35 of slurm-wlm with its GPU and database plugins).
 # Open MPI's mpirun: test_train_dp.py starts mds-train with it (mds itself links no MPI).
-apt_packages_norec=(slurmctld slurmd slurm-client munge openmpi-bin)
+# Chromium: test_report.py renders mds-report's page headless (screenshot and DOM).
+apt_packages_norec=(slurmctld slurmd slurm-client munge openmpi-bin chromium)
 if [[ "${MDS_SKIP_APT:-0}" != 1 ]]; then
   missing=() missing_norec=()
   installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

@@ -16,6 +16,7 @@
 #include "mds/optim/batch_size_rampup.h"  // NumMicroBatchesCalculator
 #include "mds/flags/curriculum.h"       // CurriculumScheduler, curriculum_step
 #include "mds/util/error.h"
+#include "mds/util/text.h"  // format_fixed
 
 namespace mds::flags {
 namespace {
@@ -41,13 +42,7 @@ std::string grouped(std::int64_t v) {
     return v < 0 ? "-" + out : out;
 }
 
-std::string fixed(double v, int decimals) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-    return buf;
-}
-
-std::string gib(std::int64_t bytes) { return fixed(static_cast<double>(bytes) / 1073741824.0, 2); }
+std::string gib(std::int64_t bytes) { return format_fixed(static_cast<double>(bytes) / 1073741824.0, 2); }
 
 // Integers as Python's int() reads them, underscores between digits included (300_000_000_000),
 // as in BigScience's slurm scripts.
@@ -421,9 +416,9 @@ void format_model(std::ostream& out, const DryRunReport& r) {
     out << "  " << r.num_layers << " layers, hidden " << r.hidden_size << ", FFN " << r.ffn_hidden_size << ", "
         << r.num_attention_heads << " heads, sequence " << r.seq_length << "\n";
     out << "  vocabulary " << grouped(r.vocab_size) << ", padded to " << grouped(r.padded_vocab_size) << "\n";
-    out << "  parameters " << grouped(r.parameters) << " (" << fixed(static_cast<double>(r.parameters) / 1e9, 2)
+    out << "  parameters " << grouped(r.parameters) << " (" << format_fixed(static_cast<double>(r.parameters) / 1e9, 2)
         << " B), without embeddings " << grouped(r.parameters_without_embeddings) << " ("
-        << fixed(static_cast<double>(r.parameters_without_embeddings) / 1e9, 2) << " B)\n\n";
+        << format_fixed(static_cast<double>(r.parameters_without_embeddings) / 1e9, 2) << " B)\n\n";
 }
 
 void format_layout(std::ostream& out, const DryRunReport& r) {
@@ -449,7 +444,7 @@ void format_layout(std::ostream& out, const DryRunReport& r) {
     }
     if (pp_size > 1)
         out << "  pipeline bubble (1F1B): (PP - 1) / (micro batches + PP - 1) = " << pp_size - 1 << " / "
-            << r.num_micro_batches + pp_size - 1 << " = " << fixed(100.0 * r.pipeline_bubble, 1) << "% of each step idle\n";
+            << r.num_micro_batches + pp_size - 1 << " = " << format_fixed(100.0 * r.pipeline_bubble, 1) << "% of each step idle\n";
     else
         out << "  no pipeline: no bubble\n";
     out << "  " << r.precision << (r.precision == "fp32" ? "" : " mixed precision") << ", ZeRO stage " << r.zero_stage
@@ -505,9 +500,9 @@ void format_time(std::ostream& out, const DryRunReport& r) {
         << grouped(r.train_tokens) << " tokens" << (r.train_tokens_given ? " (--dry-run-train-tokens)" : "")
         << (r.curriculum ? ", sequence-length curriculum included" : "") << "\n";
     if (r.days) {
-        out << "  at " << fixed(*r.tflops_per_gpu, 1) << " TFLOPs per GPU on " << r.num_gpus
-            << " GPUs: " << fixed(*r.days, 2) << " days (" << fixed(r.flops_per_parameter_token, 0)
-            << " x tokens x parameters); " << fixed(*r.days_exact, 2)
+        out << "  at " << format_fixed(*r.tflops_per_gpu, 1) << " TFLOPs per GPU on " << r.num_gpus
+            << " GPUs: " << format_fixed(*r.days, 2) << " days (" << format_fixed(r.flops_per_parameter_token, 0)
+            << " x tokens x parameters); " << format_fixed(*r.days_exact, 2)
             << " days with Megatron's full FLOPs formula\n";
     } else {
         out << "  training days: give --dry-run-tflops (the TFLOPs per GPU to expect)\n";

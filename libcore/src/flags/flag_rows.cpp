@@ -383,6 +383,20 @@ void logging_rows(std::vector<FlagRow>& t) {
                  .key = "tensorboard_dir", .bmd_value = "None", .slot = MDS_SLOT(logging.tensorboard_dir)});
     t.push_back({.names = "--codecarbon-dir", .group = g, .help = "Write codecarbon emissions.csv here",
                  .key = "codecarbon_dir", .bmd_value = "None", .slot = MDS_SLOT(logging.codecarbon_dir)});
+    // MLflow tracking (not in BMD: no Namespace key). docs/mlflow.md.
+    t.push_back({.names = "--mlflow-tracking-uri", .group = g,
+                 .help = "Send params, metrics and job tags to this MLflow tracking server (http(s)://host:port; "
+                         "default: $MLFLOW_TRACKING_URI); a server that is down never stops the training",
+                 .slot = MDS_SLOT(logging.mlflow_tracking_uri), .doc = "(mds only; docs/mlflow.md)"});
+    t.push_back({.names = "--mlflow-experiment-name", .group = g,
+                 .help = "MLflow experiment (default: $MLFLOW_EXPERIMENT_NAME, else the --save folder's name, else mds)",
+                 .slot = MDS_SLOT(logging.mlflow_experiment_name), .doc = "(mds only)"});
+    t.push_back({.names = "--mlflow-run-name", .group = g,
+                 .help = "Name of a new MLflow run (a resumed run keeps its id and name)",
+                 .slot = MDS_SLOT(logging.mlflow_run_name), .doc = "(mds only)"});
+    t.push_back({.names = "--mlflow-flush-timeout", .group = g,
+                 .help = "Seconds the end of training waits for MLflow to take what is still queued",
+                 .slot = MDS_SLOT(logging.mlflow_flush_timeout), .doc = "(mds only)"});
     t.push_back({.names = "--tensorboard-log-interval", .group = g, .help = "Iterations between TensorBoard points",
                  .key = "tensorboard_log_interval", .bmd_value = "1",
                  .slot = MDS_SLOT(logging.tensorboard_log_interval)});
@@ -394,6 +408,18 @@ void logging_rows(std::vector<FlagRow>& t) {
     t.push_back({.names = "--log-timers-to-tensorboard", .group = g, .help = "Write timers to TensorBoard",
                  .key = "log_timers_to_tensorboard", .bmd_value = "False",
                  .slot = MDS_SLOT(logging.log_timers_to_tensorboard)});
+    t.push_back({.names = "--timing-log-level", .group = g,
+                 .help = "Which timers run and are logged: 0 none in the step (only save-checkpoint), 1 the step's "
+                         "phases (optimizer, gradient all-reduces), 2 also the fine ones (forward/backward compute, "
+                         "batch generator, pipeline send/recv)",
+                 .slot = MDS_SLOT(logging.timing_log_level), .choices = {"0", "1", "2"},
+                 .doc = "(mds only; Megatron-LM's flag, default 2 here: BMD's line; docs/mds-train.md#timers)"});
+    t.push_back({.names = "--timing-log-option", .group = g,
+                 .help = "How the timers' line reduces each timer over the ranks: max, minmax (min and max) or all "
+                         "(one line per rank) [default: max]",
+                 .slot = MDS_SLOT(logging.timing_log_option), .choices = {"max", "minmax", "all"},
+                 .doc = "(mds only; Megatron-LM's flag, default max here: BMD's one number per timer; "
+                        "docs/mds-train.md#timers)"});
     t.push_back({.names = "--log-batch-size-to-tensorboard", .group = g, .help = "Write the batch size to TensorBoard",
                  .key = "log_batch_size_to_tensorboard", .bmd_value = "False",
                  .slot = MDS_SLOT(logging.log_batch_size_to_tensorboard)});
@@ -417,6 +443,35 @@ void logging_rows(std::vector<FlagRow>& t) {
     t.push_back({.names = "--log-level-replica", .group = g, .help = "Log level of the other ranks",
                  .key = "log_level_replica", .bmd_value = "None", .slot = MDS_SLOT(logging.log_level_replica),
                  .choices = kLogLevels});
+    // Megatron-LM's straggler report (not in BMD: no Namespace key); on by default in mds, so that a slow
+    // node shows within the hour (one small collective per log interval). See "Stragglers" in the docs.
+    t.push_back({.names = "--log-straggler", .group = g,
+                 .help = "Report the slowest and fastest ranks' own step and data-wait times with their hosts every log "
+                         "interval, and alert on a persistent straggler (the default when there are several ranks)",
+                 .slot = MDS_SLOT(logging.straggler.enabled),
+                 .doc = "(mds only; Megatron-LM's flag, on by default here; docs/mds-train.md#stragglers)"});
+    t.push_back({.names = "--no-log-straggler", .group = g, .help = "No straggler report nor straggler alert",
+                 .slot = MDS_SLOT(logging.straggler.enabled), .store = false, .doc = "(mds only)"});
+    t.push_back({.names = "--disable-straggler-on-startup", .group = g,
+                 .help = "Megatron-LM: the straggler report starts off (mds has no controller port to turn it on: off "
+                         "for the run)",
+                 .slot = MDS_SLOT(logging.straggler.disabled_on_startup), .doc = "(mds only; Megatron-LM's flag)"});
+    t.push_back({.names = "--straggler-ctrlr-port", .group = g,
+                 .help = "Megatron-LM's port for turning the straggler report on and off (accepted for compatibility; no "
+                         "effect in mds)",
+                 .status = FlagStatus::NoEffect, .why = "mds has no controller: the report is on or off for the whole run",
+                 .bmd_value = "65535", .type = ArgType::Int});
+    t.push_back({.names = "--straggler-minmax-count", .group = g,
+                 .help = "Ranks the straggler report lists at each end: with N > 1, the N slowest and N fastest",
+                 .slot = MDS_SLOT(logging.straggler.minmax_count), .doc = "(mds only; Megatron-LM's flag)"});
+    t.push_back({.names = "--straggler-alert-ratio", .group = g,
+                 .help = "A rank whose compute time per iteration is at least this multiple of the median of the other "
+                         "ranks' (of its pipeline stage) is slow in that log interval",
+                 .slot = MDS_SLOT(logging.straggler.alert_ratio), .doc = "(mds only)"});
+    t.push_back({.names = "--straggler-alert-intervals", .group = g,
+                 .help = "Log intervals in a row a rank must be slow before the ***ALERT: straggler line (and "
+                         "--alert-command)",
+                 .slot = MDS_SLOT(logging.straggler.alert_intervals), .doc = "(mds only)"});
 }
 
 void exit_rows(std::vector<FlagRow>& t) {

@@ -16,22 +16,17 @@
 #include "mds/util/error.h"
 #include "mds/util/shell_quote.h"
 #include "mds/util/tool.h"  // print_warning
+#include "mds/util/text.h"  // format_fixed
 
 extern char** environ;  // the trainer's environment, passed on to the command
 
 namespace mds::observe {
 namespace {
 
-std::string fixed(double v, int decimals) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-    return buf;
-}
-
 std::string loss_text(double v) {
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    return fixed(v, 4);
+    return format_fixed(v, 4);
 }
 
 double median(std::vector<double> values) {
@@ -161,7 +156,7 @@ std::optional<LossAlert> LossAlertDetector::observe(std::int64_t iteration, doub
             a.trend = trend_now;
             a.ratio = ratio;
             a.message = "***ALERT: loss spike at iteration " + std::to_string(iteration) + ": loss " + loss_text(loss) +
-                        " is " + fixed(ratio, 2) + "x the recent trend " + loss_text(*trend_now) + " (median of the last " +
+                        " is " + format_fixed(ratio, 2) + "x the recent trend " + loss_text(*trend_now) + " (median of the last " +
                         std::to_string(recent_.size()) + " logged losses)";
             alert = std::move(a);
         }

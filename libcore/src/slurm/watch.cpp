@@ -23,12 +23,6 @@
 namespace mds::slurm {
 namespace {
 
-std::string fixed(double v, int decimals) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-    return buf;
-}
-
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // The job's id as a user types it, with its state and reason: "job 1234_[2-3%1]".
@@ -231,30 +225,30 @@ std::vector<Finding> assess_disks(const std::vector<DiskWatch>& watches, const s
             continue;
         }
         const double pct = u.percent(), ipct = u.inode_percent();
-        const std::string space = fixed(pct, 1) + "% used (" + format_bytes_iec(u.used_bytes) + " of " +
+        const std::string space = format_fixed(pct, 1) + "% used (" + format_bytes_iec(u.used_bytes) + " of " +
                                   format_bytes_iec(u.used_bytes + u.avail_bytes) + ", " + format_bytes_iec(u.avail_bytes) + " free)";
-        const std::string inodes = u.total_inodes ? "inodes " + fixed(ipct, 1) + "% used (" + std::to_string(u.used_inodes) +
+        const std::string inodes = u.total_inodes ? "inodes " + format_fixed(ipct, 1) + "% used (" + std::to_string(u.used_inodes) +
                                                         " of " + std::to_string(u.total_inodes) + ")"
                                                   : "inodes not counted by this filesystem";
         bool alerted = false;
         if (pct >= w.max_percent) {
             out.push_back({Level::alert, "disk:" + w.path,
-                           "disk " + w.path + " is " + space + ", at or above the " + fixed(w.max_percent, 0) +
+                           "disk " + w.path + " is " + space + ", at or above the " + format_fixed(w.max_percent, 0) +
                                "% threshold: free space before the next checkpoint save fails",
-                           "[ALERT] disk " + w.path + " is " + fixed(pct, 0) + "% full"});
+                           "[ALERT] disk " + w.path + " is " + format_fixed(pct, 0) + "% full"});
             alerted = true;
         }
         if (u.total_inodes && ipct >= w.max_inode_percent) {
             out.push_back({Level::alert, "inodes:" + w.path,
-                           "disk " + w.path + " has " + inodes + ", at or above the " + fixed(w.max_inode_percent, 0) +
+                           "disk " + w.path + " has " + inodes + ", at or above the " + format_fixed(w.max_inode_percent, 0) +
                                "% threshold: remove small files before new files cannot be created",
-                           "[ALERT] disk " + w.path + " is out of inodes (" + fixed(ipct, 0) + "% used)"});
+                           "[ALERT] disk " + w.path + " is out of inodes (" + format_fixed(ipct, 0) + "% used)"});
             alerted = true;
         }
         if (!alerted)
             out.push_back({Level::pulse, "disk:" + w.path,
-                           "disk " + w.path + ": " + space + ", " + inodes + " (thresholds " + fixed(w.max_percent, 0) +
-                               "% / " + fixed(w.max_inode_percent, 0) + "%)",
+                           "disk " + w.path + ": " + space + ", " + inodes + " (thresholds " + format_fixed(w.max_percent, 0) +
+                               "% / " + format_fixed(w.max_inode_percent, 0) + "%)",
                            {}});
     }
     return out;
@@ -293,7 +287,7 @@ Finding describe_pending(const Job& job, const WatchConfig& config, std::int64_t
         scheduled = false;
         return {Level::note, "stuck:" + job.id,
                 name + " has been PENDING for " + format_duration(waited) + ", longer than the " +
-                    fixed(config.max_pending_hours, 1) + " h allowed (" + ref + ")",
+                    format_fixed(config.max_pending_hours, 1) + " h allowed (" + ref + ")",
                 {}};
     }
     scheduled = true;
@@ -417,7 +411,7 @@ std::vector<Finding> assess_jobs(const WatchConfig& config, const QueueView& que
                 std::string text = name + " is RUNNING but " + log->path + " has had no new iteration line for " +
                                    format_duration(age) + " (" + last_text;
                 if (log->last && written >= job_start) text += ", written by " + format_slurm_time(written);
-                text += "; threshold " + fixed(config.stall_minutes, config.stall_minutes < 1 ? 2 : 0) +
+                text += "; threshold " + format_fixed(config.stall_minutes, config.stall_minutes < 1 ? 2 : 0) +
                         " min): the training may be hung";
                 out.push_back({Level::alert, "stalled", text, "[ALERT] " + name + " is running but stalled"});
             } else {

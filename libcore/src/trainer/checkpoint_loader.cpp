@@ -433,6 +433,7 @@ TrainingProgress CheckpointLoader::progress() const {
     if (p.consumed_train_tokens == 0)
         if (const auto* t = r.find("tokens"); t && t->type() == ckpt::PyType::Int) p.consumed_train_tokens = t->as_int();
     if (const auto* s = r.find("skipped_steps"); s && s->type() == ckpt::PyType::Int) p.skipped_steps = s->as_int();
+    if (const auto* m = r.find("mds_mlflow_run_id"); m && m->type() == ckpt::PyType::Str) p.mlflow_run_id = m->as_str();
     p.lr = read_lr_schedule(r.find("lr_scheduler"), where, impl_->args->optimizer.lr);
     return p;
 }

@@ -285,6 +285,7 @@ void write_mp_rank_file(const std::string& path, const flags::TrainArgs& a, std:
     set_megatron_keys(r, a, original_vocab, model, p);
     if (!a.checkpoint.no_save_rng) set_rng_states(r, file, a, model);
     r.set("mds_version", str(mds_version()));
+    if (!p.mlflow_run_id.empty()) r.set("mds_mlflow_run_id", str(p.mlflow_run_id));
     file.finish(root);
 }
 

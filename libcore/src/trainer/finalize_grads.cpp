@@ -8,10 +8,16 @@
 
 namespace mds::trainer {
 
-void finalize_model_grads(model::GptModel& model, Communicator& comm, GradientReducer* data_parallel) {
+void finalize_model_grads(model::GptModel& model, Communicator& comm, GradientReducer* data_parallel,
+                          observe::Timers* timers) {
     // Gradients averaged over the data-parallel group before clipping (Megatron's
-    // allreduce_gradients); a parameter without a gradient contributes zeros.
-    if (data_parallel) data_parallel->finish();
+    // allreduce_gradients); a parameter without a gradient contributes zeros. With
+    // --overlap-grad-reduce most buckets were reduced during backward-compute: this times the rest.
+    {
+        observe::ScopedTimer t(timers, "backward-params-all-reduce");
+        if (data_parallel) data_parallel->finish();
+    }
+    observe::ScopedTimer t(timers, "backward-embedding-all-reduce");
     const auto& stage = model.pipeline_stage();
     if (stage.size > 1 && (stage.first() || stage.last())) {
         // The tied word embeddings: the first stage's input and the last stage's output layer

@@ -80,6 +80,7 @@ struct InFlight {
 }  // namespace
 
 double pipeline_train(const PipelineStep& step, double loss_factor) {
+    using observe::ScopedTimer;
     auto& model = *step.model;
     const bool first = step.prev < 0, last = step.next < 0;
     if ((!first || !last) && !step.comm) throw Error("a pipeline of several stages needs a communicator");
@@ -92,12 +93,17 @@ double pipeline_train(const PipelineStep& step, double loss_factor) {
     auto recv_forward = [&]() -> at::Tensor {
         if (first) return {};
         auto x = activation(step);
+        ScopedTimer t(step.timers, "forward-recv");
         step.comm->exchange({{x, step.prev, false, kForwardTag}});
         return x;
     };
     // Forward of the next micro batch with `input` (received); returns what the next stage needs.
     auto forward = [&](at::Tensor input) {
-        const auto in = inputs(step, next_forward++);
+        ScopedTimer t(step.timers, "forward-compute");
+        const auto in = [&] {
+            ScopedTimer b(step.timers, "batch-generator");
+            return inputs(step, next_forward++);
+        }();
         if (input.defined()) input.requires_grad_(true);
         auto out = model.stage_forward(first ? in.tokens : input, in.labels, in.loss_mask, in.position_ids);
         if (last) loss_sum += out.item<double>();
@@ -107,6 +113,7 @@ double pipeline_train(const PipelineStep& step, double loss_factor) {
     // Backward of the oldest micro batch in flight; returns the gradient for the previous stage.
     std::int64_t backwards = 0;
     auto backward = [&](const at::Tensor& grad_output) -> at::Tensor {
+        ScopedTimer t(step.timers, "backward-compute");
         auto f = std::move(queue.front());
         queue.pop_front();
         if (++backwards == nmb && step.before_last_backward) step.before_last_backward();
@@ -116,6 +123,7 @@ double pipeline_train(const PipelineStep& step, double loss_factor) {
     };
     for (std::int64_t i = 0; i < warmup; ++i) {
         auto out = forward(recv_forward());
+        ScopedTimer t(step.timers, "forward-send");
         step.comm->exchange({{out.detach(), step.next, true, kForwardTag}});
     }
     const std::int64_t steady = nmb - warmup;
@@ -125,13 +133,18 @@ double pipeline_train(const PipelineStep& step, double loss_factor) {
         at::Tensor grad_out;
         if (!last) {
             grad_out = activation(step);
+            ScopedTimer t(step.timers, "forward-send-backward-recv");
             step.comm->exchange({{out.detach(), step.next, true, kForwardTag}, {grad_out, step.next, false, kBackwardTag}});
         }
         auto grad_in = backward(grad_out);
         if (i + 1 == steady) {
-            if (!first) step.comm->exchange({{grad_in, step.prev, true, kBackwardTag}});
+            if (!first) {
+                ScopedTimer t(step.timers, "backward-send");
+                step.comm->exchange({{grad_in, step.prev, true, kBackwardTag}});
+            }
         } else if (!first) {
             input = activation(step);
+            ScopedTimer t(step.timers, "backward-send-forward-recv");
             step.comm->exchange({{grad_in, step.prev, true, kBackwardTag}, {input, step.prev, false, kForwardTag}});
         } else {
             input = at::Tensor();
@@ -139,9 +152,15 @@ double pipeline_train(const PipelineStep& step, double loss_factor) {
     }
     for (std::int64_t i = 0; i < warmup; ++i) {
         auto grad_out = activation(step);
-        step.comm->exchange({{grad_out, step.next, false, kBackwardTag}});
+        {
+            ScopedTimer t(step.timers, "backward-recv");
+            step.comm->exchange({{grad_out, step.next, false, kBackwardTag}});
+        }
         auto grad_in = backward(grad_out);
-        if (!first) step.comm->exchange({{grad_in, step.prev, true, kBackwardTag}});
+        if (!first) {
+            ScopedTimer t(step.timers, "backward-send");
+            step.comm->exchange({{grad_in, step.prev, true, kBackwardTag}});
+        }
     }
     return loss_sum;
 }

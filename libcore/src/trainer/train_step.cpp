@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
-#include <cstdlib>  // std::getenv (MDS_DUMP_BATCHES)
 
 #include "mds/trainer/finalize_grads.h"  // finalize_model_grads
 #include "mds/trainer/sample_map.h"      // skip_ranges_due, rank_micro_batch_samples, dump_batches
@@ -71,26 +70,32 @@ StepOutcome Trainer::train_step() {
     // ---- forward / backward (1F1B over the pipeline stages; one stage: each micro batch in turn) ----
     // The data stream runs ahead of consumed_ by what --skip-train-iteration-range skipped (BMD's iterator).
     auto step = pipeline_step(train_sample_, *train_order_, consumed_ + skipped_samples_, nmb, seqlen);
-    if (const char* dump = std::getenv("MDS_DUMP_BATCHES"); dump && *dump)  // debugging aid: docs/mds-sample-text.md
+    if (!dump_batches_.empty())  // debugging aid: docs/mds-sample-text.md
         step.batch = dump_batches(std::move(step.batch),
-                                  {std::string(dump) + ".rank" + std::to_string(launch_.rank), iteration_ + 1, dp_rank_,
+                                  {dump_batches_ + ".rank" + std::to_string(launch_.rank), iteration_ + 1, dp_rank_,
                                    tp_.rank, pp_rank_,
                                    [order = &*train_order_, first = consumed_ + skipped_samples_, mbs = mbs_, dp = dp_](
                                        std::int64_t j) { return rank_micro_batch_samples(*order, first, j, mbs, dp); }});
     if (reducer_ && args_.parallel.overlap_grad_reduce) step.before_last_backward = [this] { reducer_->arm(); };
+    step.timers = &timers_;
     // Megatron divides each micro batch's loss by the number of micro batches.
-    const double loss_sum = pipeline_train(step, scale / static_cast<double>(nmb));
+    const double loss_sum = [&] {
+        observe::ScopedTimer t(&timers_, "forward-backward");  // Megatron-LM's, around its forward_backward_func
+        return pipeline_train(step, scale / static_cast<double>(nmb));
+    }();
     const double stage_loss = loss_sum / static_cast<double>(nmb);  // the last stage's; 0 on the others
 
     // ---- gradient finishing: data-parallel average, tied embeddings ----
-    finalize_model_grads(*model_, *comm_, reducer_.get());
+    finalize_model_grads(*model_, *comm_, reducer_.get(), &timers_);
     out.lm_loss = comm_->sum(stage_loss, Group::Data) / static_cast<double>(dp_);
 
     // ---- optimizer step (unscale, clip, AdamW; fp16: skipped on overflow), LR schedule ----
+    timers_.start("optimizer");  // BMD's: Megatron's optimizer.step(), whose fp16 loss scaler update is inside
     out.optimizer = optimizer_->step(schedule_->lr(), schedule_->weight_decay(), scale, scaler_.active(),
                                      args_.logging.log_num_zeros_in_grad);
     out.skipped = out.optimizer.skipped;
     if (scaler_.active()) out.skipped = scaler_.update(out.optimizer.skipped);
+    timers_.stop("optimizer");
     if (!out.skipped) schedule_->step(out.batch_size, consumed_tokens_);  // tokens before this iteration, as BS AnnealingLR
 
     // ---- bookkeeping ----

@@ -19,6 +19,7 @@ RunSummary run_training(const flags::TrainArgs& args, const RunOptions& options)
         return trainer.train();
     } catch (const std::exception& e) {
         trainer.record_error(e.what());  // the run ledger's line says why the run stopped
+        trainer.record_mlflow_error(e.what());
         throw;
     }
 }
@@ -149,6 +150,7 @@ void Trainer::finish_run(Stop stop) {
         ledger_->record_progress(iteration_, consumed_);
         ledger_->finish(summary_.exit_reason);
     }
+    finish_mlflow(stop);  // last: it may wait --mlflow-flush-timeout for the server
 }
 
 }  // namespace mds::trainer

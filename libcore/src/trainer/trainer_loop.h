@@ -7,6 +7,7 @@
 //   train_step.cpp     one step: forward / backward, gradient finishing, optimizer step
 //   evaluate.cpp       evaluation of the validation and test sets
 //   training_log.cpp   the iteration log line, TensorBoard scalars and loss alerts
+//   straggler_log.cpp  the straggler report and alert of each log interval
 //   trainer_state.cpp  resume (load) and save: what a checkpoint holds of the loop
 //
 // There is always a communicator (Communicator::single_process() for one process). What differs
@@ -31,7 +32,9 @@
 #include "mds/observe/carbon_tracker.h"
 #include "mds/observe/flops.h"
 #include "mds/observe/loss_alert.h"
+#include "mds/observe/straggler.h"
 #include "mds/observe/tensorboard_writer.h"
+#include "mds/observe/timers.h"
 #include "mds/optim/batch_size_rampup.h"
 #include "mds/optim/loss_scaler.h"
 #include "mds/optim/lr_schedule.h"
@@ -46,6 +49,7 @@
 #include "mds/trainer/run_ledger.h"
 #include "mds/trainer/stop_conditions.h"
 #include "mds/trainer/trainer.h"
+#include "metrics_log.h"
 
 namespace mds::trainer {
 
@@ -55,6 +59,12 @@ inline double seconds_since(Clock::time_point t) { return std::chrono::duration<
 
 // Megatron prints its log lines with print_rank_last (stdout); flushed at once for `tee`.
 void print_line(const std::string& s);
+
+// Megatron's timers' line for `names` (BMD's "time (ms) | name: ms | ..."), each timer reduced over the
+// world as --timing-log-option says (a collective: every rank calls it at the same point), printed when
+// `print` (the last rank); then those timers are reset.
+void log_timers(observe::Timers& timers, const std::vector<std::string>& names, double normalizer,
+                const std::string& option, Communicator& comm, bool print);
 
 // fp16 loss scaling: DeepSpeed's scaler under --deepspeed (what BigScience ran), else Megatron's.
 class LossScale {
@@ -123,6 +133,8 @@ public:
     Stop should_stop();
     // An exception escaped the training: the run ledger's line says "error: <message>" (run_ledger.cpp).
     void record_error(const std::string& message);
+    // The same for MLflow: the job's last tags and the run marked FAILED (mlflow_log.cpp).
+    void record_mlflow_error(const std::string& message);
 
 private:
     // ---- set-up (trainer_setup.cpp), called by the constructor in this order ----
@@ -139,6 +151,18 @@ private:
     // ---- run ledger (run_ledger.cpp) ----
     std::vector<std::string> ledger_hosts();  // every rank's host (a collective)
     void start_ledger();        // rank 0 appends the running line; every rank joins the host gather
+    // ---- MLflow (mlflow_log.cpp) ----
+    // Where setup_observers makes tb_: the MLflow logger of the last rank, when the flags ask for one.
+    std::unique_ptr<observe::MlflowLogger> make_mlflow_logger();
+    void start_mlflow();        // after start_ledger: params and this job's tags (a host gather)
+    void finish_mlflow(Stop stop);  // end of finish_run: this job's end tags, flush, run status
+    std::string mlflow_run_id_for_checkpoint();  // the last rank's run id on every rank (a collective)
+    // ---- straggler report (straggler_log.cpp) ----
+    std::vector<std::string> rank_hosts();  // every rank's host, by rank (a collective)
+    void setup_stragglers();    // end of setup_observers: checks the flags, gathers the hosts
+    // At each log interval, on every rank (a collective over the world), before the timers' reset:
+    // the report, its TensorBoard scalars and the straggler alert (the last rank prints).
+    void log_stragglers(std::int64_t total_iters);
 
     void info(const std::string& m) const;  // rank 0 prints (print_rank_0)
     void sync_tp_duplicated_parameters();
@@ -198,6 +222,7 @@ private:
     // launch (BMD's data iterator runs ahead of consumed_train_samples by them; not saved, as in BMD).
     std::deque<std::array<std::int64_t, 2>> skip_ranges_;
     std::int64_t skipped_samples_ = 0;
+    std::string dump_batches_;  // MDS_DUMP_BATCHES, read once at set-up (docs/mds-sample-text.md); "": off
     std::vector<EvalSet> valid_sets_, test_sets_;
     std::int64_t train_iters_ = 0;
     bool do_valid_ = false, do_test_ = false;
@@ -212,12 +237,19 @@ private:
 
     // ---- observers ----
     std::optional<observe::CarbonTracker> carbon_;
-    std::unique_ptr<observe::TensorBoardWriter> tb_;
+    // TensorBoard and MLflow (metrics_log.h): non-null on the last rank when either is on.
+    std::unique_ptr<MetricsLog> tb_;
+    bool mlflow_on_ = false;  // --mlflow-tracking-uri / MLFLOW_TRACKING_URI usable (the same on every rank)
+    bool mlflow_id_waited_ = false;  // the first save waited for the run id (mlflow_log.cpp)
     observe::ThroughputShape flops_shape_;
     double params_no_embeddings_billions_ = 0;
     std::optional<flags::CurriculumScheduler> curriculum_;
     std::optional<observe::LossAlertDetector> alerts_;
+    // Megatron's timers (--timing-log-level); the step's pieces start/stop them, write_log_line prints
+    // and resets them. Replaced in setup_launch() once the device (for the CUDA sync) is known.
+    observe::Timers timers_;
     std::optional<observe::AlertCommandRunner> alert_command_;
+    std::optional<observe::StragglerDetector> stragglers_;  // on with several ranks (setup_stragglers)
     std::optional<RunLedger> ledger_;  // rank 0, unless --run-ledger none (or no --save and no --run-ledger)
 
     // ---- progress ----

@@ -3,8 +3,10 @@
 // order is part of the behaviour: it is the order of the info lines and of the errors.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/DeviceAccelerator.h>  // at::accelerator::synchronizeDevice (timers on a GPU)
 
 #include <cstdio>
+#include <cstdlib>  // std::getenv (MDS_DUMP_BATCHES)
 #include <filesystem>
 
 #include "mds/ckpt/ds_optimizer_layout.h"  // ds_partitions_optimizer_states
@@ -118,6 +120,7 @@ Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock:
     load_state();
     setup_observers();
     start_ledger();
+    start_mlflow();
 }
 
 Trainer::~Trainer() = default;
@@ -154,10 +157,21 @@ void Trainer::check_args() {
     }
 }
 
+// --timing-log-level's timers; on a GPU a running timer waits for the device at start and stop (as
+// BMD's _Timer does), so that the work queued before it is not counted in it and its own is.
+static observe::Timers make_timers(const flags::LoggingArgs& logging, c10::Device device) {
+    std::function<void()> sync;
+    if (device.is_cuda())
+        sync = [index = device.has_index() ? device.index() : c10::DeviceIndex(0)] { at::accelerator::synchronizeDevice(index); };
+    return observe::Timers(static_cast<int>(logging.timing_log_level), std::move(sync));
+}
+
 void Trainer::setup_launch() {
     install_stop_signal_handlers();
     if (options_.threads > 0) at::set_num_threads(static_cast<int>(options_.threads));
     device_ = pick_device(options_.device, launch_.local_rank);
+    timers_ = make_timers(args_.logging, device_);
+    if (const char* dump = std::getenv("MDS_DUMP_BATCHES")) dump_batches_ = dump;
     info_rank_ = launch_.rank == 0;
     log_rank_ = launch_.rank == world_ - 1;
     if (world_ == 1) {
@@ -388,8 +402,12 @@ void Trainer::setup_observers() {
                    std::to_string(carbon_->carbon_intensity_g_per_kwh()) + " g/kWh, PUE " + std::to_string(options_.pue));
     }
 
+    // TensorBoard and MLflow behind one add_scalar (metrics_log.h), on the last rank.
+    std::unique_ptr<observe::TensorBoardWriter> tensorboard;
     if (!args_.logging.tensorboard_dir.empty() && log_rank_)
-        tb_ = std::make_unique<observe::TensorBoardWriter>(args_.logging.tensorboard_dir);
+        tensorboard = std::make_unique<observe::TensorBoardWriter>(args_.logging.tensorboard_dir);
+    auto mlflow = make_mlflow_logger();
+    if (tensorboard || mlflow) tb_ = std::make_unique<MetricsLog>(std::move(tensorboard), std::move(mlflow));
 
     flops_shape_.num_layers = cfg_.num_layers;
     flops_shape_.hidden_size = cfg_.hidden_size;
@@ -403,6 +421,7 @@ void Trainer::setup_observers() {
     if (args_.curriculum && args_.curriculum->enabled) curriculum_.emplace(*args_.curriculum);
     alerts_.emplace(options_.alert);
     if (!options_.alert_command.empty()) alert_command_.emplace(options_.alert_command);
+    setup_stragglers();  // a collective (the hosts): every rank
 }
 
 }  // namespace mds::trainer

@@ -73,14 +73,19 @@ void Trainer::save() {
     p.do_valid = do_valid_;
     p.do_test = do_test_;
     p.skip_ranges_left.assign(skip_ranges_.begin(), skip_ranges_.end());
+    p.mlflow_run_id = mlflow_run_id_for_checkpoint();
     scaler_.save_to(p);
     info("saving checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save);
+    timers_.start("save-checkpoint");
     const auto saved = save_checkpoint(args_, vocab_, *model_, *optimizer_, p, comm_.get());
+    timers_.stop("save-checkpoint");
     last_saved_ = iteration_;
     if (ledger_) ledger_->record_save(iteration_, saved.directory, consumed_);  // `latest` has moved
     char buf[160];
     std::snprintf(buf, sizeof buf, " (%.1f MB in %.2f s)", static_cast<double>(saved.bytes) / 1e6, saved.seconds);
     info("  successfully saved checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save + buf);
+    // BMD's save_checkpoint_and_time: its own "time (ms) | save-checkpoint: X" line (a collective).
+    log_timers(timers_, {"save-checkpoint"}, 1.0, args_.logging.timing_log_option, *comm_, log_rank_);
     if (tb_) tb_->flush();
     if (carbon_) {
         carbon_->flush();

@@ -1,6 +1,7 @@
 // What a training step reports: Megatron-DeepSpeed's training_log — the TensorBoard scalars every
 // --tensorboard-log-interval iterations, the iteration line every --log-interval (print_rank_last),
 // with the codecarbon energy summed over the nodes — and the loss alerts on what the line shows.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <utility>
@@ -9,6 +10,16 @@
 #include "trainer_loop.h"
 
 namespace mds::trainer {
+
+void log_timers(observe::Timers& timers, const std::vector<std::string>& names, double normalizer,
+                const std::string& option, Communicator& comm, bool print) {
+    const auto values = observe::reduce_timers(
+        timers, names, normalizer, observe::parse_timing_log_option(option), comm.rank(), comm.world_size(),
+        [&comm](std::vector<double> v) { return comm.max(std::move(v), Group::World); });
+    const std::string line = observe::format_timers_line(values, observe::parse_timing_log_option(option), comm.world_size());
+    if (print && !line.empty()) print_line(line);
+    for (const auto& n : names) timers.reset(n);
+}
 
 void Trainer::log_step(const StepOutcome& step) {
     const double lr = schedule_->lr();
@@ -52,6 +63,18 @@ void Trainer::write_step_tensorboard(const StepOutcome& step, double lr, const s
     if (step.optimizer.num_zeros >= 0) three("num-zeros/num-zeros", static_cast<double>(step.optimizer.num_zeros));
     if (params_norm) three("params-norm/params-norm", *params_norm);
     if (curriculum_) tb.add_scalar("curriculum_seqlen", static_cast<double>(step.curriculum_seqlen), iteration_);
+    if (args_.logging.log_timers_to_tensorboard) {
+        // BMD's timers.write: this (last) rank's own timers, in seconds per iteration since the last log
+        // line, not reset (the log line does that).
+        const auto iters = static_cast<double>(std::max<std::int64_t>(1, interval_.advanced + interval_.skipped));
+        for (const auto& name : observe::timer_log_order()) {
+            if (!timers_.enabled(name) || !timers_.ran(name)) continue;
+            std::string tag = "time/";  // built piecewise: GCC 12 warns falsely (-Wrestrict) of "literal" + string
+            tag += name;
+            tag += "-time";
+            tb.add_scalar(tag, timers_.seconds(name) / iters, iteration_);
+        }
+    }
 }
 
 void Trainer::write_log_line(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
@@ -116,6 +139,8 @@ void Trainer::write_log_line(const StepOutcome& step, double lr, const std::opti
         print_line(alert->message);
         if (alert_command_) alert_command_->run(*alert);
     }
+    // The slowest and fastest ranks (a collective; reads the timers, so before their reset below).
+    log_stragglers(total_iters);
     if (tb_ && args_.logging.log_timers_to_tensorboard) {
         tb_->add_scalar("iteration-time/iteration-time", per_iter, iteration_);
         tb_->add_scalar("iteration-time/iteration-time vs samples", per_iter, consumed_);
@@ -126,6 +151,11 @@ void Trainer::write_log_line(const StepOutcome& step, double lr, const std::opti
         tb_->add_scalar("iteration-time/tokens per second per replica", *line.tokens_per_second, iteration_);
         tb_->add_scalar("iteration-time/TFLOPs per gpu (estimated)", line.tflops, iteration_);
     }
+    // Megatron's timers: BMD's "time (ms) | ..." line after the iteration line, normalized by the log
+    // interval as BMD's timers.log(..., normalizer=log_interval), then every timer starts over.
+    log_timers(timers_, observe::timer_log_order(), static_cast<double>(args_.logging.log_interval),
+               args_.logging.timing_log_option, *comm_, log_rank_);
+    timers_.reset();
     if (tb_) tb_->flush();
 }
 

@@ -26,6 +26,15 @@ std::string scaled(double v, double step, const char* const (&units)[6], int dec
 
 }  // namespace
 
+std::string format_fixed(double v, int decimals) {
+    const int n = std::snprintf(nullptr, 0, "%.*f", decimals, v);
+    if (n <= 0) return {};
+    std::string out(static_cast<std::size_t>(n) + 1, '\0');
+    std::snprintf(out.data(), out.size(), "%.*f", decimals, v);
+    out.resize(static_cast<std::size_t>(n));
+    return out;
+}
+
 std::string trim(std::string_view s) {
     std::size_t b = 0, e = s.size();
     while (b < e && is_ascii_space(s[b])) ++b;

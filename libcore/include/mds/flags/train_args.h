@@ -18,6 +18,7 @@
 #include "mds/optim/optimizer_config.h"    // OptimizerConfig: optimizer, LR, batch, fp16/bf16, loss scale
 #include "mds/flags/deepspeed_config.h"
 #include "mds/flags/save_schedule.h"      // SaveSchedule: --save-interval
+#include "mds/observe/straggler.h"         // StragglerConfig: --log-straggler, --straggler-*
 
 namespace mds::flags {
 
@@ -103,9 +104,20 @@ struct LoggingArgs {
     std::int64_t eval_iters = 100;                       // --eval-iters
     std::string tensorboard_dir;                         // --tensorboard-dir
     std::string codecarbon_dir;                          // --codecarbon-dir
+    // MLflow (docs/mlflow.md): the tracking server (else $MLFLOW_TRACKING_URI), the experiment (else
+    // $MLFLOW_EXPERIMENT_NAME, else the --save folder's name, else "mds"), a new run's name, and how long
+    // the end of training waits for what is still queued.
+    std::string mlflow_tracking_uri;                     // --mlflow-tracking-uri
+    std::string mlflow_experiment_name;                  // --mlflow-experiment-name
+    std::string mlflow_run_name;                         // --mlflow-run-name
+    double mlflow_flush_timeout = 10;                    // --mlflow-flush-timeout SECONDS
     std::int64_t tensorboard_log_interval = 1;           // --tensorboard-log-interval
     std::int64_t tensorboard_queue_size = 1000;          // --tensorboard-queue-size
     bool log_timers_to_tensorboard = false;              // --log-timers-to-tensorboard
+    // Megatron-LM's timers: which run (0, 1, 2; default 2 = every timer, BMD's line) and how the line
+    // reduces them over the ranks (max, minmax, all; default max = one number per timer, as BMD's line).
+    std::int64_t timing_log_level = 2;                   // --timing-log-level (mds only)
+    std::string timing_log_option = "max";               // --timing-log-option (mds only)
     bool log_batch_size_to_tensorboard = false;          // --log-batch-size-to-tensorboard
     bool log_learning_rate_to_tensorboard = true;        // off with --no-log-learnig-rate-to-tensorboard (sic)
     bool log_loss_scale_to_tensorboard = true;           // off with --no-log-loss-scale-to-tensorboard
@@ -114,6 +126,7 @@ struct LoggingArgs {
     bool log_num_zeros_in_grad = false;                  // --log-num-zeros-in-grad
     std::optional<std::string> log_level;                // --log-level
     std::optional<std::string> log_level_replica;        // --log-level-replica
+    observe::StragglerConfig straggler;                  // --log-straggler, --straggler-minmax-count, ... (mds: on)
     std::optional<std::string> eval_only;                // --eval-only VALUE (BMD's type=bool: any non-empty VALUE is true)
 
     // --eval-only as BMD reads it: Python's bool() of the string given.

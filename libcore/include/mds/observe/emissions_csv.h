@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace mds::observe {
 
@@ -58,6 +59,10 @@ struct EmissionsRecord {
 };
 
 inline constexpr std::size_t kEmissionsCsvColumnCount = 38;
+// One record of an emissions.csv as pandas writes them (minimal quoting; "a ""b"", c" is one field).
+// Fields never span lines in codecarbon's files.
+std::vector<std::string> split_csv_record(std::string_view line);
+
 // The header, in codecarbon's order (the field order of its EmissionsData dataclass).
 const std::array<std::string_view, kEmissionsCsvColumnCount>& emissions_csv_columns();
 // "timestamp,project_name,...,wue\n"

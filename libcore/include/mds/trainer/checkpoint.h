@@ -58,6 +58,10 @@ struct TrainingProgress {
     // --skip-train-iteration-range: the [start, end] ranges not reached yet (BMD pops each from its
     // args deque when it skips it, so its Namespace holds what is left at the save).
     std::vector<std::array<std::int64_t, 2>> skip_ranges_left;
+    // The MLflow run this training logs to (docs/mlflow.md), so that a resubmitted job continues it:
+    // the mp_rank file's top-level key "mds_mlflow_run_id" (Megatron-DeepSpeed reads the keys it knows
+    // and ignores the others). "": none.
+    std::string mlflow_run_id;
 };
 
 struct CheckpointSaveInfo {

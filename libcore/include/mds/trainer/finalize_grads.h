@@ -12,6 +12,7 @@
 #pragma once
 
 #include "mds/model/gpt_model.h"
+#include "mds/observe/timers.h"  // Timers
 
 namespace mds::trainer {
 
@@ -20,7 +21,9 @@ class GradientReducer;
 
 // `data_parallel`: the data-parallel reducer, null when DP = 1. A collective: with several
 // processes every rank calls it after its backward passes. A parameter without a gradient takes
-// part as zeros.
-void finalize_model_grads(model::GptModel& model, Communicator& comm, GradientReducer* data_parallel);
+// part as zeros. `timers` (null: none) times step 1 as backward-params-all-reduce and step 2 as
+// backward-embedding-all-reduce, BMD's names; both run, as in BMD, even where there is nothing to reduce.
+void finalize_model_grads(model::GptModel& model, Communicator& comm, GradientReducer* data_parallel,
+                          observe::Timers* timers = nullptr);
 
 }  // namespace mds::trainer

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mds/model/gpt_model.h"
+#include "mds/observe/timers.h"  // Timers
 #include "mds/trainer/micro_batches.h"  // MicroBatchInputs
 
 namespace mds::trainer {
@@ -45,6 +46,11 @@ struct PipelineStep {
     std::function<MicroBatchInputs(std::int64_t)> batch;
     // Called just before the step's last backward pass (e.g. GradientReducer::arm); may be empty.
     std::function<void()> before_last_backward;
+    // Megatron's timers of the schedule (null: none): forward-compute (with batch-generator inside,
+    // as in BMD), backward-compute, and each transfer by what it moves, as Megatron's p2p_communication
+    // names them: forward-recv, forward-send, backward-recv, backward-send, and the combined exchanges
+    // forward-send-backward-recv and backward-send-forward-recv. Training only; evaluation is not timed.
+    observe::Timers* timers = nullptr;
 };
 
 // One training step's forward and backward passes (1F1B); each micro batch's loss is

@@ -17,6 +17,9 @@ std::string trim(std::string_view s);
 std::string to_lower(std::string_view s);
 std::string to_upper(std::string_view s);
 
+// `v` with `decimals` digits after the point, as printf's "%.*f" ("1.25", "-0.50"); any size.
+std::string format_fixed(double v, int decimals);
+
 // "999 B", "1.00 kB", "1.54 MB", ... "3000.00 PB": decimal units, two decimals past bytes (progress
 // lines, upload summaries).
 std::string format_bytes(double bytes);

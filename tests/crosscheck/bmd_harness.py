@@ -96,6 +96,7 @@ import glob
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -275,6 +276,23 @@ def parse_validation_lines(text):
 
 
 def free_port():
+    """A loopback port free now, below the kernel's ephemeral range (outgoing connections take their ports from
+    that range, 32768-60999 by default: a port the kernel hands out for bind(0) may be taken by some other test's
+    connection before rank 0 binds it)."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(200):
+        port = random.randrange(10000, max(10001, low))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -380,7 +398,19 @@ def run_mds_train(binary, flags, nproc, run_dir, name="mds-train", ds_config=Non
 def launch(cmd, flags, nproc, run_dir, name="run", ds_config=None, timeout=600, env=None, nice=10):
     """Starts cmd + flags as ranks 0..nproc-1 of one job (torchrun's environment, Gloo on loopback, one thread
     per rank, under nice), each rank's stdout+stderr in run_dir/rank<R>.log; waits (stopping the others when one
-    fails, or all at the timeout: rc 124). With ds_config (a dict) adds --deepspeed --deepspeed_config."""
+    fails, or all at the timeout: rc 124). With ds_config (a dict) adds --deepspeed --deepspeed_config.
+    A job whose rendezvous port was taken meanwhile (EADDRINUSE: it failed before any work) starts again on
+    another port, up to 3 times."""
+    for attempt in range(3):
+        result = _launch_once(cmd, flags, nproc, run_dir, name, ds_config, timeout, env, nice)
+        port_taken = any("EADDRINUSE" in log or "address already in use" in log.lower() for log in result.logs)
+        if result.returncode == 0 or not port_taken or attempt == 2:
+            return result
+        print(f"{name}: the rendezvous port was taken meanwhile (EADDRINUSE); starting the job again", flush=True)
+    return result
+
+
+def _launch_once(cmd, flags, nproc, run_dir, name, ds_config, timeout, env, nice):
     os.makedirs(run_dir, exist_ok=True)
     flags = [str(f) for f in flags]
     if ds_config is not None:

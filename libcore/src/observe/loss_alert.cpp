@@ -16,6 +16,7 @@
 #include "mds/util/error.h"
 #include "mds/util/shell_quote.h"
 #include "mds/util/tool.h"  // print_warning
+#include "mds/util/median.h"
 #include "mds/util/text.h"  // format_fixed
 
 extern char** environ;  // the trainer's environment, passed on to the command
@@ -27,15 +28,6 @@ std::string loss_text(double v) {
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     return format_fixed(v, 4);
-}
-
-double median(std::vector<double> values) {
-    const std::size_t mid = values.size() / 2;
-    std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-    const double upper = values[mid];
-    if (values.size() % 2 == 1) return upper;
-    const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
-    return (lower + upper) / 2.0;
 }
 
 }  // namespace

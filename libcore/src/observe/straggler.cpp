@@ -8,22 +8,13 @@
 #include <utility>
 
 #include "mds/util/error.h"
+#include "mds/util/median.h"
 #include "mds/util/text.h"  // format_fixed
 
 namespace mds::observe {
 namespace {
 
 std::string ms(double v) { return format_fixed(v, 2) + "ms"; }
-
-double median_of(std::vector<double> values) {
-    if (values.empty()) return 0.0;
-    const std::size_t mid = values.size() / 2;
-    std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-    const double upper = values[mid];
-    if (values.size() % 2 == 1) return upper;
-    const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
-    return (lower + upper) / 2.0;
-}
 
 // Ranks ordered by `values`, largest first when `descending`; equal values keep the lower rank
 // first, so that the report does not flip between equal ranks from one interval to the next.
@@ -47,7 +38,7 @@ RankExtremes rank_extremes(const std::vector<double>& values) {
         if (values[r] < e.min) e.min = values[r], e.min_rank = static_cast<int>(r);
         if (values[r] > e.max) e.max = values[r], e.max_rank = static_cast<int>(r);
     }
-    e.median = median_of(values);
+    e.median = median(values);
     return e;
 }
 
@@ -55,7 +46,7 @@ double median_of_peers(const std::vector<double>& values, const std::vector<int>
     std::vector<double> others;
     for (std::size_t r = 0; r < values.size(); ++r)
         if (r != skip && peers.at(r) == peers.at(skip)) others.push_back(values[r]);
-    return median_of(std::move(others));
+    return median(std::move(others));
 }
 
 StragglerDetector::StragglerDetector(StragglerConfig config, std::vector<std::string> hosts, std::vector<int> peers)
@@ -136,7 +127,7 @@ void StragglerDetector::judge(std::int64_t iteration, const std::vector<RankTime
         std::vector<double> stage;
         for (std::size_t q = 0; q < own.size(); ++q)
             if (peers_[q] == peers_[r]) stage.push_back(own[q]);
-        return median_of(std::move(stage));
+        return median(std::move(stage));
     };
     for (std::size_t r = 0; r < ranks.size(); ++r) {
         const double others = median_of_peers(own, peers_, r);
@@ -170,7 +161,7 @@ void StragglerDetector::judge(std::int64_t iteration, const std::vector<RankTime
 void StragglerDetector::note_slow_interval(const std::vector<RankTimes>& ranks, double wall_ms, StragglerReport& report) {
     if (!(wall_ms > 0) || !std::isfinite(wall_ms)) return;
     if (recent_wall_ms_.size() >= 3) {
-        const double typical = median_of({recent_wall_ms_.begin(), recent_wall_ms_.end()});
+        const double typical = median({recent_wall_ms_.begin(), recent_wall_ms_.end()});
         if (typical > 0 && wall_ms >= config_.slow_interval_ratio * typical) {
             double own_max = 0;
             int own_rank = 0;

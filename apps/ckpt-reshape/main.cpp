@@ -1,11 +1,13 @@
 // mds-ckpt-reshape: a DeepSpeed pipeline checkpoint rewritten for other TP / PP / DP degrees.
 // docs/mds-ckpt-reshape.md has every flag.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "mds/ckpt/reshape.h"
 #include "mds/util/cli.h"
+#include "mds/util/parallel.h"  // workers_or_cores
 #include "mds/util/error.h"
 #include "mds/util/progress.h"
 #include "mds/util/safe_paths.h"  // checked_entry_name, printable
@@ -52,6 +54,10 @@ int main(int argc, char** argv) {
             ->check(mds::number_in(1, 1e9));
         app.add_flag("--overwrite", opt.overwrite, "Replace DST/<tag> if it exists");
         app.add_flag("--dry-run", opt.dry_run, "Print the target layout (stages, layers, files); write nothing");
+        opt.workers = mds::workers_or_cores(0);  // the cores
+        app.add_option("--workers", opt.workers,
+                       "Threads reading, splitting and writing layer and optimizer files side by side (1 to 1024; default: the cores)")
+            ->check(mds::number_in(1, 1024));
         bool no_verify = false;
         app.add_flag("--no-verify", no_verify, "Skip the CRC-32 checks of the pickles and tensors read (faster; damage goes unnoticed)");
         mds::add_progress_flags(app, progress);

@@ -1,5 +1,6 @@
 // mds-ckpt-shrink: weights-only copy of DeepSpeed pipeline checkpoints (drops optimizer shards).
 // docs/mds-ckpt-shrink.md has every flag.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 
 #include "mds/ckpt/shrink.h"
 #include "mds/util/cli.h"
+#include "mds/util/parallel.h"  // workers_or_cores
 #include "mds/util/error.h"
 #include "mds/util/progress.h"
 #include "mds/util/safe_paths.h"  // checked_entry_name, printable
@@ -33,6 +35,9 @@ int main(int argc, char** argv) {
         app.add_flag("--dry-run", opt.dry_run, "Print what would be kept and dropped; write nothing");
         app.add_flag("--no-verify", no_verify,
                      "Copy files without checking their zip structure and CRC-32s (faster; a damaged file is copied as is)");
+        opt.workers = mds::workers_or_cores(0);  // the cores
+        app.add_option("--workers", opt.workers, "Files checked and copied side by side (1 to 1024; default: the cores)")
+            ->check(mds::number_in(1, 1024));
         app.add_flag("-v,--verbose", verbose, "One line per file on stderr");
         mds::add_progress_flags(app, progress);
         mds::add_json_flag(app, json);

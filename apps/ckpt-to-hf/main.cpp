@@ -1,5 +1,6 @@
 // mds-ckpt-to-hf: DeepSpeed pipeline checkpoints to Hugging Face GPT2 / BLOOM folders.
 // docs/mds-ckpt-to-hf.md has every flag.
+#include <algorithm>  // std::max
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "mds/ckpt/to_hf.h"
 #include "mds/flags/flag_table.h"  // add_table_flags: --vocab-file, --merge-file
 #include "mds/util/cli.h"
+#include "mds/util/parallel.h"  // workers_or_cores
 #include "mds/util/error.h"
 #include "mds/util/progress.h"
 #include "mds/util/safe_paths.h"  // checked_entry_name, refuse_overlap, printable
@@ -65,7 +67,8 @@ int main(int argc, char** argv) {
         mds::ProgressFlags progress;
         CLI::App app{"Convert a DeepSpeed pipeline checkpoint (any TP / PP, as Megatron-DeepSpeed or mds-train saved it) to a\n"
                      "Hugging Face folder: GPT2LMHeadModel or BloomForCausalLM config.json, safetensors weights (sharded\n"
-                     "with an index above --max-shard-size), tokenizer files. Tensors stream one at a time.",
+                     "with an index above --max-shard-size), tokenizer files. Tensors are converted by --workers threads\n"
+                     "and streamed to disk in order.",
                      "mds-ckpt-to-hf"};
         mds::add_version_flag(app, "mds-ckpt-to-hf");
         app.add_option("SRC", src, "Checkpoint root (holding `latest`) or a global_step folder")->required();
@@ -86,6 +89,10 @@ int main(int argc, char** argv) {
         app.add_flag("--no-tokenizer", opt.no_tokenizer, "Write no tokenizer files (weights and config.json only), without a warning");
         app.add_flag("--overwrite", opt.overwrite, "Replace an earlier export (a folder holding config.json)");
         app.add_flag("--no-verify", no_verify, "Skip the CRC-32 checks of the pickles and tensors read (faster; damage goes unnoticed)");
+        opt.workers = mds::workers_or_cores(0);  // the cores
+        app.add_option("--workers", opt.workers,
+                       "Threads reading, merging and transposing tensors while the main thread writes (1 to 1024; default: the cores)")
+            ->check(mds::number_in(1, 1024));
         mds::add_progress_flags(app, progress);
         mds::add_json_flag(app, json);
         if (auto rc = mds::parse_cli(app, argc, argv)) return *rc;

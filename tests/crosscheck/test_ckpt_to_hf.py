@@ -5,6 +5,7 @@
     the export loads with GPT2LMHeadModel / BloomForCausalLM.from_pretrained and its logits equal the logits of
     mds's own model (bin/model_probe) on the checkpoint's global weights; config.json says gelu_fast for GPT2;
   - a small --max-shard-size gives shards + model.safetensors.index.json that load to the same logits;
+    --workers 1 and 3 write byte-identical folders, --workers 0 is a usage error;
   - a checkpoint saved by mds-train converts with its tokenizer files (from the args), which GPT2TokenizerFast
     loads and which encode like the tokenizers library's byte-level BPE over the same files; HF logits equal
     model_probe's on the layer files' weights;
@@ -110,6 +111,21 @@ def bmd_case(tmp, name, bloom):
         shards = set(json.load(open(index))["weight_map"].values())
         check(len(shards) > 2, f"{name}: only {len(shards)} shards at 8KB")
         close(name + " sharded", ref, hf_logits(sharded, bloom, tokens))
+    # The pipeline's worker count must not change a byte: one worker, and more workers than tensors
+    # in flight, sharded so that several files are written.
+    outputs = {}
+    for workers in ("1", "3"):
+        dest = os.path.join(tmp, f"{name}-w{workers}")
+        r = convert(root, dest, "--workers", workers, "--max-shard-size", "8KB")
+        if check(r.returncode == 0, f"{name}: --workers {workers}: {r.stderr[-300:]}"):
+            outputs[workers] = {f: open(os.path.join(dest, f), "rb").read() for f in sorted(os.listdir(dest))}
+    if len(outputs) == 2:
+        check(outputs["1"] == outputs["3"], f"{name}: --workers 1 and 3 write different files")
+        if os.path.isdir(sharded):
+            check(outputs["1"] == {f: open(os.path.join(sharded, f), "rb").read() for f in sorted(os.listdir(sharded))},
+                  f"{name}: --workers 1 differs from the default")
+    r = convert(root, os.path.join(tmp, name + "-w0"), "--workers", "0")
+    check(r.returncode == 2, f"{name}: --workers 0 exits {r.returncode}, expected 2 (usage)")
     print(f"{name}: TP 2 x PP 2 bf16 -> HF {config['model_type']}: loads, logits equal mds's")
 
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "ckpt/reshape_plan.h"
 #include "mds/ckpt/ds_layout.h"
@@ -181,7 +182,7 @@ std::vector<std::unique_ptr<TorchStreamWriter>> open_stage_writers(const Plan& p
 // fragments into the files of the DP ranks holding them.
 void stream_param_state(const Plan& plan, const DsFlatGroup& group, std::size_t k, OptimState state,
                         std::vector<std::unique_ptr<TorchStreamWriter>>& writers, const std::string& universal_zero,
-                        std::set<std::string>& universal_written) {
+                        std::set<std::string>& universal_written, std::mutex& universal_mutex) {
     const int T = plan.tp, D = plan.dp;
     const Param& p = plan.params[group.params[k]];
     std::size_t target_numel = 1;
@@ -190,7 +191,12 @@ void stream_param_state(const Plan& plan, const DsFlatGroup& group, std::size_t 
                                                target_numel);
     const std::int64_t row = p.source_shape.size() > 1 ? static_cast<std::int64_t>(global.size()) / p.source_shape[0] : 1;
     const std::string key = p.ds_name + "/" + optim_state_name(state);
-    if (!universal_zero.empty() && universal_written.insert(key).second) {
+    bool first = false;
+    if (!universal_zero.empty()) {
+        const std::lock_guard<std::mutex> lock(universal_mutex);
+        first = universal_written.insert(key).second;
+    }
+    if (first) {
         UniversalParamInfo info{p.layout, p.vocab && plan.original_vocab > 0};
         auto shape = p.source_shape;
         if (info.vocab_stripped) shape[0] = plan.original_vocab;
@@ -233,7 +239,8 @@ std::uint64_t optimizer_bytes(const Plan& plan) {
 }
 
 void write_stage_optimizer(const Plan& plan, int stage, const std::string& out_dir, const std::string& universal_zero,
-                           std::set<std::string>& universal_written, const std::function<void(std::uint64_t)>& progress) {
+                           std::set<std::string>& universal_written, std::mutex& universal_mutex,
+                           const std::function<void(std::uint64_t)>& progress) {
     const auto groups = stage_optimizer_layout(plan, plan.stages[static_cast<std::size_t>(stage)]);
     const int T = plan.tp, D = plan.dp;
     auto writers = open_stage_writers(plan, stage, groups, out_dir);
@@ -241,7 +248,7 @@ void write_stage_optimizer(const Plan& plan, int stage, const std::string& out_d
     for (const auto state : kOptimStates)
         for (const auto& f : groups) {
             for (std::size_t k = 0; k < f.params.size(); ++k) {
-                stream_param_state(plan, f, k, state, writers, universal_zero, universal_written);
+                stream_param_state(plan, f, k, state, writers, universal_zero, universal_written, universal_mutex);
                 if (progress) progress(static_cast<std::uint64_t>(plan.params[f.params[k]].shard_numel()) * 4 * static_cast<std::uint64_t>(T));
             }
             // Padding (zeros, as DeepSpeed keeps it) fills each partition to its size.

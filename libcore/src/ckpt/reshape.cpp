@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <sys/stat.h>  // lstat
 
+#include "mds/util/parallel.h"
 #include "ckpt/reshape_plan.h"
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/torch_stream_writer.h"
@@ -52,11 +54,96 @@ std::uint64_t layer_bytes(const Plan& plan) {
     return total;
 }
 
-// The layer files of one layer index for the target TP degree: each tensor merged once over the
-// source shards, re-padded (vocabulary), and its target shards streamed into all T files.
+// The source shards of one tensor, read in place from the mapped files, when the target shards
+// can be streamed from them without building the global tensor: contiguous shards of one dtype,
+// no fused-QKV row reorder (checkpoint_version < 2), no GLU sub-parameters, no vocabulary re-pad,
+// and either a TP split (concatenation along dim 0 or 1) or one replicated source shard.
+// Otherwise (empty result) the tensor goes through DsCheckpoint::Layer::merge.
+struct SourceShards {
+    std::vector<std::span<const std::byte>> bytes;  // one per source TP rank, CRC-32 checked
+    std::vector<std::size_t> piece_bytes;           // per rank: bytes of one row's slice (dim 1) or the whole shard (dim 0)
+    std::size_t rows = 0;                           // global dim 0 (row-parallel only)
+};
+
+std::optional<SourceShards> direct_shards(const Plan& plan, const std::vector<std::unique_ptr<TorchFile>>& files, const std::string& name,
+                                          const TargetTensor& t, const std::vector<std::int64_t>& global_shape) {
+    if (t.layout.sub_params != 1 || (t.vocab && plan.vocab_changes())) return std::nullopt;
+    if (name.find("query_key_value.") != std::string::npos && plan.source->checkpoint_version() < 2.0) return std::nullopt;
+    if (t.layout.rule == TpRule::Replicated && files.size() != 1) return std::nullopt;  // averaged by merge()
+    const std::size_t dim = static_cast<std::size_t>(t.layout.dim());
+    if (t.layout.rule != TpRule::Replicated && global_shape.size() <= dim) return std::nullopt;
+    SourceShards out;
+    std::int64_t split = 0;
+    for (const auto& f : files) {
+        const auto* v = f->root().ordered_dict_items().find(name);
+        if (!v) return std::nullopt;  // merge() names what is missing
+        const TorchTensor s = f->tensor(*v, name);
+        if (s.dtype != t.dtype || !s.contiguous() || s.shape.size() != global_shape.size()) return std::nullopt;
+        for (std::size_t k = 0; k < s.shape.size(); ++k)
+            if (k != dim || t.layout.rule == TpRule::Replicated)
+                if (s.shape[k] != global_shape[k]) return std::nullopt;
+        split += t.layout.rule == TpRule::Replicated ? 0 : s.shape[dim];
+        out.bytes.push_back(s.bytes());
+        std::size_t piece = out.bytes.back().size();
+        if (t.layout.rule == TpRule::RowParallel) piece = global_shape[0] == 0 ? 0 : piece / static_cast<std::size_t>(global_shape[0]);
+        out.piece_bytes.push_back(piece);
+    }
+    if (t.layout.rule != TpRule::Replicated && split != global_shape[dim]) return std::nullopt;
+    out.rows = global_shape.empty() ? 1 : static_cast<std::size_t>(global_shape[0]);
+    return out;
+}
+
+// Writes bytes [from, from + n) of the virtual concatenation of `pieces` (piece k of `sizes[k]`
+// bytes at pieces[k] + offset) to `w`: the slices of one row, or the shards of a dim-0 split.
+void write_range(TorchStreamWriter& w, const std::vector<std::span<const std::byte>>& pieces, const std::vector<std::size_t>& sizes,
+                 std::size_t offset, std::size_t from, std::size_t n) {
+    std::size_t at = 0;  // start of piece k in the concatenation
+    for (std::size_t k = 0; k < pieces.size() && n > 0; at += sizes[k], ++k) {
+        if (from >= at + sizes[k]) continue;
+        const std::size_t skip = from - at, take = std::min(n, sizes[k] - skip);
+        w.write(pieces[k].subspan(offset + skip, take));
+        from += take;
+        n -= take;
+    }
+}
+
+// Target shard `rank` of `T` of a tensor whose source shards are read in place (direct_shards).
+void write_direct_shard(TorchStreamWriter& w, const SourceShards& src, TpRule rule, int T, int rank) {
+    if (rule == TpRule::Replicated) {
+        w.write(src.bytes[0]);
+        return;
+    }
+    std::size_t whole = 0;
+    for (auto b : src.piece_bytes) whole += b;
+    const std::size_t part = whole / static_cast<std::size_t>(T);  // tp_shard_shape checked divisibility
+    if (rule == TpRule::ColumnParallel) {
+        write_range(w, src.bytes, src.piece_bytes, 0, part * static_cast<std::size_t>(rank), part);
+        return;
+    }
+    // Row-parallel: every row's columns [rank * part, (rank + 1) * part), gathered from the source
+    // slices of that row; the row's slice in shard k starts at row * piece_bytes[k].
+    for (std::size_t row = 0; row < src.rows; ++row) {
+        std::size_t at = 0;
+        std::size_t from = part * static_cast<std::size_t>(rank), n = part;
+        for (std::size_t k = 0; k < src.bytes.size() && n > 0; at += src.piece_bytes[k], ++k) {
+            if (from >= at + src.piece_bytes[k]) continue;
+            const std::size_t skip = from - at, take = std::min(n, src.piece_bytes[k] - skip);
+            w.write(src.bytes[k].subspan(row * src.piece_bytes[k] + skip, take));
+            from += take;
+            n -= take;
+        }
+    }
+}
+
+// The layer files of one layer index for the target TP degree: each tensor's target shards
+// streamed into all T files, read in place from the source shards where a plain split allows
+// (direct_shards), else from the tensor merged once over the source shards and re-padded.
 void write_layer(const Plan& plan, int layer, const fs::path& dir, const std::function<void(std::uint64_t)>& progress) {
     const auto l = plan.source->open_layer(layer);
     const int T = plan.tp;
+    std::vector<std::unique_ptr<TorchFile>> source_files;  // the same shards, for reading tensors in place
+    for (int r = 0; r < plan.source->tp(); ++r)
+        source_files.push_back(std::make_unique<TorchFile>(plan.source->layer_file(layer, r), plan.verify));
     std::vector<std::unique_ptr<TorchStreamWriter>> writers;
     std::vector<PyValue> roots;
     std::vector<TargetTensor> targets;
@@ -72,12 +159,17 @@ void write_layer(const Plan& plan, int layer, const fs::path& dir, const std::fu
     for (int r = 0; r < T; ++r) writers[static_cast<std::size_t>(r)]->begin(roots[static_cast<std::size_t>(r)]);
     for (std::size_t i = 0; i < l.names().size(); ++i) {
         const auto& t = targets[i];
+        const std::size_t esize = dtype_size(t.dtype);
+        const std::size_t shard_bytes = static_cast<std::size_t>(numel_of(t.shard)) * esize;
+        if (const auto direct = direct_shards(plan, source_files, l.names()[i], t, l.shape(l.names()[i]))) {
+            for (int r = 0; r < T; ++r) write_direct_shard(*writers[static_cast<std::size_t>(r)], *direct, t.layout.rule, T, r);
+            if (progress) progress(shard_bytes * static_cast<std::uint64_t>(T));
+            continue;
+        }
         GlobalTensor g = l.merge(l.names()[i]);
-        const std::size_t esize = dtype_size(g.dtype);
         const std::size_t row_bytes = static_cast<std::size_t>(numel_of(g.shape) / std::max<std::int64_t>(1, g.shape.empty() ? 1 : g.shape[0])) * esize;
         if (t.layout.sub_params == 2) glu_rows_to_global(g.data, g.shape[0], row_bytes, plan.source->tp());
         if (t.vocab && plan.vocab_changes()) repad_vocab_rows(g.data, g.shape, row_bytes, plan.original_vocab, plan.target_vocab);
-        const std::size_t shard_bytes = static_cast<std::size_t>(numel_of(t.shard)) * esize;
         for (int r = 0; r < T; ++r) {
             auto& w = *writers[static_cast<std::size_t>(r)];
             if (t.layout.rule == TpRule::Replicated) {
@@ -240,22 +332,31 @@ void check_replaceable(const fs::path& final_dir, const fs::path& universal_dir,
     }
 }
 
-// Every target file into `tmp` (and the universal folder into `utmp`), with progress.
+// Every target file into `tmp` (and the universal folder into `utmp`), with progress: one job per
+// layer index (its T files), one for the mp_rank files and one per stage's optimizer files, run
+// by options.workers threads (util/parallel.h). Each file is written whole by one thread, so its bytes
+// do not depend on the number of workers.
 void write_target(const Plan& plan, const ReshapeOptions& options, const fs::path& tmp, const fs::path& utmp) {
     const std::uint64_t total = layer_bytes(plan) + (plan.optimizer ? optimizer_bytes(plan) : 0);
     std::uint64_t done = 0, tensors = 0;
+    std::mutex progress_mutex;  // workers report one after the other, in no fixed order
     const std::function<void(std::uint64_t)> step = [&](std::uint64_t n) {
+        const std::lock_guard<std::mutex> lock(progress_mutex);
         done += n;
         if (options.progress) options.progress(++tensors, done, total);
     };
-    for (int layer : plan.source->layers()) write_layer(plan, layer, tmp, step);
-    write_mp_rank_files(plan, tmp);
-    if (plan.optimizer) {
-        std::set<std::string> written;
-        const std::string zero = options.write_universal ? (utmp / "zero").string() : std::string();
-        for (int s = 0; s < plan.pp; ++s) write_stage_optimizer(plan, s, tmp.string(), zero, written, step);
-        if (options.write_universal) write_universal_common(plan, utmp.string());
-    }
+    std::vector<std::function<void()>> jobs;
+    for (int layer : plan.source->layers()) jobs.emplace_back([&, layer] { write_layer(plan, layer, tmp, step); });
+    jobs.emplace_back([&] { write_mp_rank_files(plan, tmp); });
+    std::set<std::string> written;  // universal parameter states written (the tied embedding's by one stage only)
+    std::mutex written_mutex;
+    const std::string zero = options.write_universal ? (utmp / "zero").string() : std::string();
+    if (!zero.empty()) fs::create_directories(zero);
+    if (plan.optimizer)
+        for (int s = 0; s < plan.pp; ++s)
+            jobs.emplace_back([&, s] { write_stage_optimizer(plan, s, tmp.string(), zero, written, written_mutex, step); });
+    parallel_for(jobs.size(), workers_or_cores(options.workers), [&](std::size_t i) { jobs[i](); });
+    if (plan.optimizer && options.write_universal) write_universal_common(plan, utmp.string());
 }
 
 // The durable finished folders move into place; `latest` (and Megatron's tracker file) last.

@@ -325,6 +325,7 @@ PyValue stage_param_shapes(const Plan& plan, int stage) {
 Plan make_plan(const std::string& src, const ReshapeOptions& o) {
     check_options(o);
     Plan plan;
+    plan.verify = o.verify;
     open_source(plan, src, o);
     plan_optimizer(plan, o);
     plan_vocabulary(plan, o);

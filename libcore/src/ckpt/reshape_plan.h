@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,6 +50,7 @@ struct Plan {
     std::string tag, source_root;
     int tp = 1, pp = 1, dp = 1;                      // target degrees
     int source_dp = 1;
+    bool verify = true;                              // ReshapeOptions::verify
     bool glu = false;
     std::int64_t heads = 0;
     std::int64_t source_vocab = 0, target_vocab = 0, original_vocab = 0;
@@ -74,9 +76,12 @@ Plan make_plan(const std::string& src, const ReshapeOptions& options);
 std::vector<DsFlatGroup> stage_optimizer_layout(const Plan& plan, const Stage& stage);
 
 // Writes the BF16 optimizer files of target stage `stage` into `out_dir` (and, when `universal_zero`
-// is not empty, each parameter's universal state files under it, once per parameter).
+// is not empty, each parameter's universal state files under it, once per parameter: the first
+// stage to insert its name into `universal_written`, under `universal_mutex`, writes it). Stages
+// may run at the same time.
 void write_stage_optimizer(const Plan& plan, int stage, const std::string& out_dir, const std::string& universal_zero,
-                           std::set<std::string>& universal_written, const std::function<void(std::uint64_t)>& progress);
+                           std::set<std::string>& universal_written, std::mutex& universal_mutex,
+                           const std::function<void(std::uint64_t)>& progress);
 
 // Bytes of the tensors of every target BF16 optimizer file, for the progress total.
 std::uint64_t optimizer_bytes(const Plan& plan);

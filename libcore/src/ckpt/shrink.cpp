@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 
+#include "mds/util/parallel.h"
 #include "mds/ckpt/ds_checkpoint.h"  // list_ds_tags, ds_tag_before
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/torch_file.h"
@@ -24,27 +26,36 @@ bool is_optimizer_file(const std::string& name) { return name.ends_with("optim_s
 bool is_mp_rank_file(const std::string& name) { return name.starts_with("mp_rank_") && name.ends_with("_model_states.pt"); }
 
 // Reports the bytes copied so far to the caller's progress callback.
+// Files are copied by several workers at once: they report one after the other.
 struct Tally {
     const ShrinkOptions& options;
     std::uint64_t files = 0, bytes = 0, total = 0;
+    std::mutex mutex;
     void add(std::uint64_t n) {
+        const std::lock_guard<std::mutex> lock(mutex);
         bytes += n;
         if (options.progress) options.progress(files, bytes, total);
     }
     void file_done() {
+        const std::lock_guard<std::mutex> lock(mutex);
         ++files;
         if (options.progress) options.progress(files, bytes, total);
     }
 };
 
-// Writes `bytes` to a new file `to` (temporary name, renamed when complete), in pieces.
-void write_copy(std::span<const std::byte> bytes, const std::string& to, Tally& tally) {
-    AtomicOutput out(to);
-    for (std::size_t at = 0; at < bytes.size(); at += kCopyPieceBytes) {
-        const std::size_t n = std::min(kCopyPieceBytes, bytes.size() - at);
+// Appends bytes [from, to) of `bytes` to `out`, in pieces.
+void write_piece(std::span<const std::byte> bytes, std::size_t from, std::size_t to, AtomicOutput& out, Tally& tally) {
+    for (std::size_t at = from; at < to; at += kCopyPieceBytes) {
+        const std::size_t n = std::min(kCopyPieceBytes, to - at);
         out.write(bytes.data() + at, n);
         tally.add(n);
     }
+}
+
+// Writes `bytes` to a new file `to` (temporary name, renamed when complete), in pieces.
+void write_copy(std::span<const std::byte> bytes, const std::string& to, Tally& tally) {
+    AtomicOutput out(to);
+    write_piece(bytes, 0, bytes.size(), out, tally);
     out.commit();
 }
 
@@ -85,8 +96,10 @@ std::string damaged_part(const std::string& path, const ZipArchive& zip, const Z
     return part;
 }
 
-// Copies a torch.save file after checking it whole: zip structure (ZipArchive) and the CRC-32 of
-// every entry. The copy is written from the very bytes that were checked (one mapping).
+// Copies a torch.save file, checking it whole: zip structure (ZipArchive) first, then the CRC-32
+// of every entry, in file order, each entry's bytes written out once checked (the file is read
+// once, while in the page cache). The copy is written from the very bytes that were checked (one
+// mapping); a damaged entry stops the copy before its bytes are written, and the temporary goes.
 void copy_verified(const std::string& from, const std::string& to, Tally& tally) {
     std::optional<ZipArchive> zip;
     try {
@@ -95,14 +108,27 @@ void copy_verified(const std::string& from, const std::string& to, Tally& tally)
     } catch (const Error& e) {
         throw Error(std::string(e.what()) + kNotCopied);
     }
-    for (const auto& e : zip->entries()) {
-        const std::uint32_t got = crc32(zip->data(e));
-        if (got == e.crc32) continue;
-        char crcs[80];
-        std::snprintf(crcs, sizeof crcs, " (CRC-32 0x%08x, the zip records 0x%08x)", got, e.crc32);
-        throw Error(printable(from, 200) + ": " + damaged_part(from, *zip, e) + " is damaged" + crcs + kNotCopied);
+    std::vector<const ZipEntry*> order;
+    for (const auto& e : zip->entries()) order.push_back(&e);
+    std::sort(order.begin(), order.end(), [](const ZipEntry* a, const ZipEntry* b) { return a->data_offset < b->data_offset; });
+    const auto bytes = zip->file_bytes();
+    AtomicOutput out(to);
+    std::size_t written = 0;
+    for (const ZipEntry* e : order) {
+        const std::uint32_t got = crc32(zip->data(*e));
+        if (got != e->crc32) {
+            char crcs[80];
+            std::snprintf(crcs, sizeof crcs, " (CRC-32 0x%08x, the zip records 0x%08x)", got, e->crc32);
+            throw Error(printable(from, 200) + ": " + damaged_part(from, *zip, *e) + " is damaged" + crcs + kNotCopied);
+        }
+        const std::size_t end = static_cast<std::size_t>(e->data_offset + e->compressed_size);
+        if (end > written) {
+            write_piece(bytes, written, end, out, tally);
+            written = end;
+        }
     }
-    write_copy(zip->file_bytes(), to, tally);
+    write_piece(bytes, written, bytes.size(), out, tally);  // the central directory and end records
+    out.commit();
 }
 
 void copy_plain(const std::string& from, const std::string& to, Tally& tally) {
@@ -234,17 +260,27 @@ ShrinkTag shrink_tag(const TagPlan& p, const std::string& dst, const ShrinkOptio
     if (!options.dry_run) fs::create_directories(tmp);
     ShrinkTag t{p.tag, {}, 0, 0};
     try {
-        for (const auto& f : p.files) {
+        // The files are spread over the workers; the log keeps the files' order (a file's line
+        // comes once it and every file before it are done).
+        std::vector<std::optional<ShrinkFile>> done(p.files.size());
+        std::size_t logged = 0;
+        std::mutex log_mutex;
+        parallel_for(p.files.size(), workers_or_cores(options.workers), [&](std::size_t i) {
+            const fs::path& f = p.files[i];
             const std::string out = (tmp / f.filename()).string();
-            const ShrinkFile sf = shrink_file(f, out, options, tally);
+            ShrinkFile sf = shrink_file(f, out, options, tally);
+            const std::uint64_t bytes_out = sf.action == ShrinkFile::Action::Dropped                         ? 0
+                                            : options.dry_run || sf.action == ShrinkFile::Action::Copied ? sf.bytes
+                                                                                                          : file_size(out);
+            if (sf.action != ShrinkFile::Action::Dropped && !options.dry_run) tally.file_done();
+            const std::lock_guard<std::mutex> lock(log_mutex);
             t.bytes_in += sf.bytes;
-            if (sf.action != ShrinkFile::Action::Dropped) {
-                t.bytes_out += options.dry_run || sf.action == ShrinkFile::Action::Copied ? sf.bytes : file_size(out);
-                if (!options.dry_run) tally.file_done();
-            }
-            if (options.log) options.log(printable(p.tag) + "/" + printable(sf.name) + ": " + shrink_action_name(sf.action));
-            t.files.push_back(sf);
-        }
+            t.bytes_out += bytes_out;
+            done[i] = std::move(sf);
+            for (; logged < done.size() && done[logged]; ++logged)
+                if (options.log) options.log(printable(p.tag) + "/" + printable(done[logged]->name) + ": " + shrink_action_name(done[logged]->action));
+        });
+        for (auto& sf : done) t.files.push_back(std::move(*sf));
         if (!options.dry_run) {
             sync_directory(tmp.string());
             remove_tree(p.to.string());
@@ -300,7 +336,7 @@ ShrinkReport shrink_checkpoint(const std::string& src, const std::string& dst, c
     }
 
     ShrinkReport report;
-    Tally tally{options, 0, 0, total};
+    Tally tally{options, 0, 0, total, {}};
     for (const auto& p : plans) report.tags.push_back(shrink_tag(p, dst, options, tally));
     // `latest` moves last, and only to a tag that was copied.
     const auto& tags = choice.tags;

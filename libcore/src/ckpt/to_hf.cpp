@@ -4,18 +4,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <sys/stat.h>  // lstat
+#include <thread>
 
 #include "ckpt/hf_tokenizer.h"
+#include "ckpt/transpose_rows.h"
 #include "mds/ckpt/ds_checkpoint.h"
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/safetensors.h"
 #include "mds/util/error.h"
+#include "mds/util/parallel.h"  // workers_or_cores
 #include "mds/util/files.h"
 #include "mds/util/safe_paths.h"  // refuse_overlap, prepare_output_dir, temp_path_for, printable
 
@@ -45,39 +52,11 @@ struct Entry {
     }
 };
 
-template <class T>
-void transpose_typed(const std::byte* in, std::byte* out, std::int64_t rows, std::int64_t cols) {
-    const T* src = reinterpret_cast<const T*>(in);
-    T* dst = reinterpret_cast<T*>(out);
-    constexpr std::int64_t kBlock = 64;  // cache blocking
-    for (std::int64_t i0 = 0; i0 < rows; i0 += kBlock)
-        for (std::int64_t j0 = 0; j0 < cols; j0 += kBlock) {
-            const std::int64_t i1 = std::min(rows, i0 + kBlock), j1 = std::min(cols, j0 + kBlock);
-            for (std::int64_t i = i0; i < i1; ++i)
-                for (std::int64_t j = j0; j < j1; ++j) dst[j * rows + i] = src[i * cols + j];
-        }
-}
-
-std::vector<std::byte> transpose(const std::vector<std::byte>& in, std::int64_t rows, std::int64_t cols, std::size_t esize) {
-    std::vector<std::byte> out(in.size());
-    switch (esize) {
-    case 2: transpose_typed<std::uint16_t>(in.data(), out.data(), rows, cols); break;
-    case 4: transpose_typed<std::uint32_t>(in.data(), out.data(), rows, cols); break;
-    case 8: transpose_typed<std::uint64_t>(in.data(), out.data(), rows, cols); break;
-    default: transpose_typed<std::uint8_t>(in.data(), out.data(), rows, cols); break;
-    }
-    return out;
-}
-
-// Megatron's fused QKV rows [n, 3, d] to GPT2's [3, n, d].
-std::vector<std::byte> qkv_to_gpt2(const std::vector<std::byte>& in, std::int64_t n, std::int64_t d, std::size_t row_bytes) {
-    std::vector<std::byte> out(in.size());
-    for (std::int64_t head = 0; head < n; ++head)
-        for (std::int64_t c = 0; c < 3; ++c)
-            for (std::int64_t e = 0; e < d; ++e)
-                std::memcpy(out.data() + static_cast<std::size_t>((c * n + head) * d + e) * row_bytes,
-                            in.data() + static_cast<std::size_t>((head * 3 + c) * d + e) * row_bytes, row_bytes);
-    return out;
+// Megatron's fused QKV rows [n, 3, d] to GPT2's [3, n, d]: the source row of output row
+// (c * n + head) * d + e is (head * 3 + c) * d + e.
+std::int64_t qkv_source_row(std::int64_t out_row, std::int64_t n, std::int64_t d) {
+    const std::int64_t c = out_row / (n * d), head = out_row / d % n, e = out_row % d;
+    return (head * 3 + c) * d + e;
 }
 
 // Each row of `table` [rows, h] through LayerNorm(weight, bias, eps), in double, rounded to the
@@ -435,46 +414,196 @@ std::vector<std::vector<std::size_t>> plan_shards(const std::vector<Entry>& entr
     return shards;
 }
 
-// The layer file open for streaming; tensors come in layer order, so each is opened once.
-struct OpenLayer {
-    const DsCheckpoint& ck;
-    std::optional<DsCheckpoint::Layer> layer;
-    int index = -1;
-    const DsCheckpoint::Layer& get(int wanted) {
-        if (index != wanted) {
-            layer.reset();
-            layer.emplace(ck.open_layer(wanted));
-            index = wanted;
-        }
-        return *layer;
+// The layer files the workers convert from, each opened (mapped, its pickles read) once while its
+// tensors are in flight. Tensors come in layer order (the untied lm_head, last, reopens the first).
+class LayerCache {
+public:
+    explicit LayerCache(const DsCheckpoint& ck) : ck_(ck) {}
+    std::shared_ptr<const DsCheckpoint::Layer> get(int layer) {
+        std::lock_guard lock(mu_);
+        auto& slot = open_[layer];
+        if (!slot) slot = std::make_shared<const DsCheckpoint::Layer>(ck_.open_layer(layer));
+        return slot;
     }
+    // Unmaps the layers before `layer`: every tensor from them was converted.
+    void drop_before(int layer) {
+        std::lock_guard lock(mu_);
+        open_.erase(open_.begin(), open_.lower_bound(layer));
+    }
+
+private:
+    const DsCheckpoint& ck_;
+    std::mutex mu_;
+    std::map<int, std::shared_ptr<const DsCheckpoint::Layer>> open_;
 };
 
-// The merged tensor of `e` in its Hugging Face layout.
-GlobalTensor convert_tensor(const DsCheckpoint& ck, const DsCheckpoint::Layer& layer, const Entry& e, const ModelArgs& m) {
+// A converted tensor's bytes: the merged tensor itself, or a transposed copy in a buffer that goes
+// back to the pool once written (reused buffers cost no page faults and no zeroing).
+struct Converted {
+    std::vector<std::byte> merged;
+    std::unique_ptr<std::byte[]> buffer;
+    std::size_t buffer_capacity = 0;
+    std::span<const std::byte> bytes;
+};
+
+class BufferPool {
+public:
+    explicit BufferPool(std::size_t keep) : keep_(keep) {}
+    void take(Converted& c, std::size_t bytes) {
+        {
+            std::lock_guard lock(mu_);
+            // The smallest free buffer that fits (free_ is sorted largest first), else a new one below.
+            auto best = free_.end();
+            for (auto it = free_.begin(); it != free_.end() && it->second >= bytes; ++it) best = it;
+            if (best != free_.end()) {
+                c.buffer = std::move(best->first);
+                c.buffer_capacity = best->second;
+                free_.erase(best);
+            }
+        }
+        if (!c.buffer) {
+            c.buffer.reset(new std::byte[bytes]);  // not value-initialised: every byte is written by the converter
+            c.buffer_capacity = bytes;
+        }
+    }
+    void give_back(Converted& c) {
+        if (!c.buffer) return;
+        std::lock_guard lock(mu_);
+        free_.emplace_back(std::move(c.buffer), c.buffer_capacity);
+        // Keep the largest few: they fit every later tensor.
+        std::sort(free_.begin(), free_.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+        if (free_.size() > keep_) free_.resize(keep_);
+    }
+
+private:
+    std::size_t keep_;
+    std::mutex mu_;
+    std::vector<std::pair<std::unique_ptr<std::byte[]>, std::size_t>> free_;
+};
+
+// The merged tensor of `e` in its Hugging Face layout. Matrices are transposed straight from the
+// merged rows (through the QKV reorder for c_attn) into a pooled buffer: one pass, no second copy.
+Converted convert_tensor(const DsCheckpoint& ck, const DsCheckpoint::Layer& layer, const Entry& e, const ModelArgs& m, BufferPool& pool) {
     const std::int64_t n = m.num_heads, d = m.hidden_size / m.num_heads;
     auto g = layer.merge(e.name);
     const std::size_t esize = dtype_size(g.dtype);
     if (e.transform == Transform::EmbedNorm)
         layer_norm_rows(g, layer.merge("word_embeddings.norm.weight"), layer.merge("word_embeddings.norm.bias"), ck.layer_file(e.layer, 0));
-    if (e.transform == Transform::QkvReorder || e.transform == Transform::QkvReorderTranspose) {
-        if (g.shape[0] != 3 * n * d) throw Error(ck.layer_file(e.layer, 0) + ": " + e.name + " does not have 3 × hidden rows");
-        std::size_t row = esize;
-        for (std::size_t j = 1; j < g.shape.size(); ++j) row *= static_cast<std::size_t>(g.shape[j]);
-        g.data = qkv_to_gpt2(g.data, n, d, row);
+    const bool qkv = e.transform == Transform::QkvReorder || e.transform == Transform::QkvReorderTranspose;
+    if (qkv && g.shape[0] != 3 * n * d) throw Error(ck.layer_file(e.layer, 0) + ": " + e.name + " does not have 3 × hidden rows");
+    std::size_t row_bytes = esize;
+    for (std::size_t j = 1; j < g.shape.size(); ++j) row_bytes *= static_cast<std::size_t>(g.shape[j]);
+    const std::int64_t rows = g.shape.empty() ? 1 : g.shape[0];
+    Converted c;
+    if (e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose) {
+        std::vector<const std::byte*> row(static_cast<std::size_t>(rows));
+        for (std::int64_t i = 0; i < rows; ++i)
+            row[static_cast<std::size_t>(i)] = g.data.data() + static_cast<std::size_t>(qkv ? qkv_source_row(i, n, d) : i) * row_bytes;
+        pool.take(c, g.data.size());
+        transpose_rows(row.data(), c.buffer.get(), rows, g.shape[1], esize);
+        c.bytes = {c.buffer.get(), g.data.size()};
+        return c;
     }
-    if (e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose)
-        g.data = transpose(g.data, g.shape[0], g.shape[1], esize);
-    return g;
+    if (qkv) {  // the bias: rows of one element
+        pool.take(c, g.data.size());
+        for (std::int64_t i = 0; i < rows; ++i)
+            std::memcpy(c.buffer.get() + static_cast<std::size_t>(i) * row_bytes,
+                        g.data.data() + static_cast<std::size_t>(qkv_source_row(i, n, d)) * row_bytes, row_bytes);
+        c.bytes = {c.buffer.get(), g.data.size()};
+        return c;
+    }
+    c.merged = std::move(g.data);
+    c.bytes = c.merged;
+    return c;
 }
 
-// The safetensors files (and the index when there are several), tensors streamed one at a time.
+// Converts entries[0..n) on `workers` threads, each taking the next index, while consume(i, bytes)
+// runs on the calling thread in index order. At most `window` converted tensors wait to be written,
+// so memory stays near (window + workers) x the largest tensor. An error stops the hand-out; the
+// error of the lowest failing index is rethrown (the one a sequential run would have met first),
+// and a failing consume stops and joins the workers before it propagates.
+class ConvertPipeline {
+public:
+    using Convert = std::function<Converted(std::size_t)>;
+    ConvertPipeline(std::size_t n, int workers, const Convert& convert)
+        : slots_(n), window_(static_cast<std::size_t>(workers) + 2), convert_(convert) {
+        for (int w = 0; w < workers; ++w) threads_.emplace_back([this] { work(); });
+    }
+    ~ConvertPipeline() { stop(); }
+    ConvertPipeline(const ConvertPipeline&) = delete;
+    ConvertPipeline& operator=(const ConvertPipeline&) = delete;
+
+    // Tensor i (called with i = 0, 1, 2, ...), waiting for it; release(i) once written.
+    Converted& next(std::size_t i) {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return slots_[i].has_value() || (error_ && error_index_ <= i); });
+        if (!slots_[i]) std::rethrow_exception(error_);
+        return *slots_[i];
+    }
+    void release(std::size_t i) {
+        std::lock_guard lock(mu_);
+        slots_[i].reset();
+        written_ = i + 1;
+        cv_.notify_all();
+    }
+
+private:
+    void work() {
+        for (;;) {
+            std::size_t i = 0;
+            {
+                std::unique_lock lock(mu_);
+                cv_.wait(lock, [&] { return stop_ || error_ || next_ >= slots_.size() || next_ < written_ + window_; });
+                if (stop_ || error_ || next_ >= slots_.size()) return;
+                i = next_++;
+            }
+            try {
+                Converted c = convert_(i);
+                std::lock_guard lock(mu_);
+                slots_[i] = std::move(c);
+            } catch (...) {
+                std::lock_guard lock(mu_);
+                if (!error_ || i < error_index_) {
+                    error_ = std::current_exception();
+                    error_index_ = i;
+                }
+            }
+            cv_.notify_all();
+        }
+    }
+    void stop() {
+        {
+            std::lock_guard lock(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        for (auto& t : threads_) t.join();
+    }
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<std::optional<Converted>> slots_;
+    std::size_t window_, next_ = 0, written_ = 0, error_index_ = 0;
+    std::exception_ptr error_;
+    bool stop_ = false;
+    Convert convert_;
+    std::vector<std::thread> threads_;
+};
+
+// The safetensors files (and the index when there are several); tensors are converted by the
+// pipeline's workers and streamed in order into each file as they are ready.
 void write_weights(const DsCheckpoint& ck, const ModelArgs& m, const std::vector<Entry>& entries, const fs::path& tmp,
                    const ToHfOptions& options, ToHfReport& report) {
     const auto shards = plan_shards(entries, options.max_shard_bytes);
     report.shards = shards.size();
     nlohmann::ordered_json index = {{"metadata", {{"total_size", report.bytes}}}, {"weight_map", nlohmann::ordered_json::object()}};
-    OpenLayer open{ck, std::nullopt, -1};
+    const int workers = workers_or_cores(options.workers);
+    LayerCache layers(ck);
+    BufferPool pool(static_cast<std::size_t>(workers) + 2);
+    ConvertPipeline pipeline(entries.size(), workers, [&](std::size_t i) {
+        const auto layer = layers.get(entries[i].layer);
+        return convert_tensor(ck, *layer, entries[i], m, pool);
+    });
     std::size_t done = 0;
     std::uint64_t bytes_done = 0;
     for (std::size_t s = 0; s < shards.size(); ++s) {
@@ -487,10 +616,13 @@ void write_weights(const DsCheckpoint& ck, const ModelArgs& m, const std::vector
             index["weight_map"][entries[i].hf_name] = file;
         }
         write_safetensors_streamed((tmp / file).string(), te, {{"format", "pt"}}, [&](std::size_t k, AtomicOutput& o) {
-            const auto& e = entries[shards[s][k]];
-            const auto g = convert_tensor(ck, open.get(e.layer), e, m);
-            o.write(g.data.data(), g.data.size());
-            bytes_done += g.data.size();
+            const std::size_t i = shards[s][k];  // shards hold consecutive entries: i == done
+            Converted& c = pipeline.next(i);
+            o.write(c.bytes.data(), c.bytes.size());
+            bytes_done += c.bytes.size();
+            pool.give_back(c);
+            pipeline.release(i);
+            if (i + 1 < entries.size()) layers.drop_before(entries[i + 1].layer);
             if (options.progress) options.progress(++done, entries.size(), bytes_done, report.bytes);
         });
         report.files.push_back(file);

@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstdio>  // std::snprintf, for hex in messages
 #include <cstring>
+#if defined(__x86_64__)
+#include <immintrin.h>  // _mm_clmulepi64_si128: the carry-less multiply of the folding CRC-32
+#endif
 
 #include "mds/util/error.h"
 #include "mds/util/safe_paths.h"  // printable
@@ -30,6 +33,55 @@ constexpr std::array<std::array<std::uint32_t, 256>, 8> make_crc_tables() {
     return t;
 }
 constexpr auto kCrcTables = make_crc_tables();
+
+// The CRC register (no pre- or post-inversion) after `n` more bytes, eight at a time.
+std::uint32_t crc32_register(const std::byte* p, std::size_t n, std::uint32_t c);
+
+#if defined(__x86_64__)
+// Folding with carry-less multiplies (the scheme of Intel's "Fast CRC Computation for Generic
+// Polynomials Using PCLMULQDQ"): four 16-byte lanes advance 64 bytes per round, each lane's
+// value A = A_hi x^64 + A_lo moved forward by D bits as A_hi (x^(D-32) mod P) + A_lo (x^(D+32) mod
+// P), which keeps the CRC of the whole stream unchanged; the last 16 bytes of the folded state go
+// through the table code. The constants are derived from the polynomial here, bit-reflected as
+// the CRC is, and shifted by one for the reflected product's offset.
+constexpr std::uint64_t reflected_x_pow_mod_p(unsigned n) {
+    std::uint32_t r = 1;  // x^0, in normal bit order; P = x^32 + 0x04C11DB7
+    for (unsigned i = 0; i < n; ++i) r = (r & 0x80000000u) ? (r << 1) ^ 0x04C11DB7u : r << 1;
+    std::uint32_t f = 0;
+    for (int i = 0; i < 32; ++i)
+        if ((r >> i) & 1u) f |= 1u << (31 - i);
+    return static_cast<std::uint64_t>(f) << 1;
+}
+
+// a (x^D split over k's two halves) + next: one lane moved forward by D bits onto the next data.
+__attribute__((target("pclmul,sse2"))) inline __m128i crc32_fold(__m128i a, __m128i k, __m128i next) {
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11)), next);
+}
+
+__attribute__((target("pclmul,sse2"))) std::uint32_t crc32_clmul(const std::byte* p, std::size_t n, std::uint32_t c) {
+    const auto load = [](const std::byte* q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)); };
+    const auto fold = crc32_fold;
+    // The register enters as the first four bytes' complement (CRC-32 is linear in them).
+    __m128i x[4] = {_mm_xor_si128(load(p), _mm_cvtsi32_si128(static_cast<int>(c))), load(p + 16), load(p + 32), load(p + 48)};
+    constexpr std::uint64_t k480 = reflected_x_pow_mod_p(512 - 32), k544 = reflected_x_pow_mod_p(512 + 32);
+    constexpr std::uint64_t k96 = reflected_x_pow_mod_p(128 - 32), k160 = reflected_x_pow_mod_p(128 + 32);
+    const __m128i k512 = _mm_set_epi64x(static_cast<long long>(k480), static_cast<long long>(k544));
+    std::size_t i = 64;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 4; ++k) x[k] = fold(x[k], k512, load(p + i + 16 * k));
+    const __m128i k128 = _mm_set_epi64x(static_cast<long long>(k96), static_cast<long long>(k160));
+    __m128i a = x[0];
+    for (int k = 1; k < 4; ++k) a = fold(a, k128, x[k]);
+    alignas(16) std::byte rest[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(rest), a);
+    return crc32_register(p + i, n - i, crc32_register(rest, 16, 0));
+}
+
+bool cpu_has_clmul() {
+    static const bool has = __builtin_cpu_supports("pclmul");
+    return has;
+}
+#endif
 
 // ---- little-endian fields -----------------------------------------------------------------------
 
@@ -81,11 +133,10 @@ constexpr std::uint16_t kFlagDescriptor = 1 << 3, kFlagUtf8 = 1 << 11;
 
 }  // namespace
 
-std::uint32_t crc32(std::span<const std::byte> bytes, std::uint32_t crc) {
+namespace {
+
+std::uint32_t crc32_register(const std::byte* p, std::size_t n, std::uint32_t c) {
     const auto& t = kCrcTables;
-    std::uint32_t c = ~crc;
-    const std::byte* p = bytes.data();
-    std::size_t n = bytes.size();
     while (n >= 8) {
         const std::uint32_t lo = get32(p) ^ c;
         const std::uint32_t hi = get32(p + 4);
@@ -95,7 +146,18 @@ std::uint32_t crc32(std::span<const std::byte> bytes, std::uint32_t crc) {
         n -= 8;
     }
     while (n--) c = t[0][(c ^ std::to_integer<std::uint32_t>(*p++)) & 0xff] ^ (c >> 8);
-    return ~c;
+    return c;
+}
+
+}  // namespace
+
+// Checkpoints verify every storage they read: at slicing-by-8's ~1.5 GB/s per core that was a
+// large part of a conversion; the carry-less fold runs at several GB/s where the CPU has it.
+std::uint32_t crc32(std::span<const std::byte> bytes, std::uint32_t crc) {
+#if defined(__x86_64__)
+    if (bytes.size() >= 256 && cpu_has_clmul()) return ~crc32_clmul(bytes.data(), bytes.size(), ~crc);
+#endif
+    return ~crc32_register(bytes.data(), bytes.size(), ~crc);
 }
 
 // ---- reader -------------------------------------------------------------------------------------

@@ -67,6 +67,11 @@ void work(WorkQueue& queue, std::size_t worker, const std::function<void(std::si
 
 }  // namespace
 
+int workers_or_cores(int workers) {
+    if (workers >= 1) return workers;
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 std::size_t parallel_workers(std::size_t n, int threads) {
     if (n == 0) return 0;
     return std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));

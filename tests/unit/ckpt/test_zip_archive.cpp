@@ -83,6 +83,20 @@ TEST_CASE("zip: crc32 matches zlib's check value and composes") {
         const auto b = as_bytes(buf);
         CHECK(crc32(b.subspan(cut), crc32(b.first(cut))) == ref);
     }
+    // Every length around the folding code's thresholds (256 bytes, 64-byte rounds, a 1..63-byte
+    // tail), at unaligned starts, against the bytewise reference.
+    const auto bytewise = [](std::span<const std::byte> b) {
+        std::uint32_t c = 0xFFFFFFFFu;
+        for (auto x : b) {
+            c ^= std::to_integer<std::uint32_t>(x);
+            for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        }
+        return ~c;
+    };
+    int mismatches = 0;
+    for (std::size_t start : {0, 1, 3})
+        for (std::size_t n = 240; n <= 420; ++n) mismatches += crc32(as_bytes(buf).subspan(start, n)) != bytewise(as_bytes(buf).subspan(start, n));
+    CHECK(mismatches == 0);
 }
 
 TEST_CASE("zip: write then read back; data aligned to 64 bytes; comment; streaming") {

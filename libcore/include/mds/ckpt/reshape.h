@@ -4,7 +4,7 @@
 // the same global layer index; the mp_rank files rewritten for the new ranks and stages (stage
 // boundaries as DeepSpeed's partition_balanced cuts them). Optimizer states (BF16 optimizer files
 // only) go through the universal per-parameter layout (universal.h) into the new flat partitions.
-// One global tensor is held at a time; the tag appears in the destination only when complete, and
+// One global tensor is held at a time per worker (layers are spread over `workers` threads); the tag appears in the destination only when complete, and
 // `latest` moves last.
 #pragma once
 
@@ -29,6 +29,7 @@ struct ReshapeOptions {
     bool overwrite = false;         // replace an existing destination tag
     bool dry_run = false;           // plan only: nothing is written
     bool verify = true;             // CRC-32 of every pickle and storage read (--no-verify: off)
+    int workers = 0;                // threads writing layer / optimizer files side by side; 0: the machine's cores (--workers)
     // After each tensor written: (tensors done, bytes done, bytes in all). Notes for the user, one line each.
     std::function<void(std::uint64_t, std::uint64_t, std::uint64_t)> progress;
     std::function<void(const std::string&)> note;

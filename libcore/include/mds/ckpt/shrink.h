@@ -23,6 +23,7 @@ struct ShrinkOptions {
     bool overwrite = false;         // replace tags that exist in the destination
     bool dry_run = false;           // report only
     bool verify = true;             // check every copied file's zip structure and CRC-32s (--no-verify: off)
+    int workers = 0;                // files copied side by side; 0: the machine's cores (--workers)
     std::function<void(const std::string&)> log;   // one line per file (none when empty)
     std::function<void(const std::string&)> note;  // warnings and clean-ups the user should see
     // After each piece copied: (files done, bytes done, bytes in all), bytes of the kept files.

@@ -2,8 +2,9 @@
 // (GPT2LMHeadModel) or BLOOM (BloomForCausalLM), as specs/checkpoints.md §7 says: config.json with
 // Megatron's sizes and the activation of its GeLU (gelu_fast for the default fused bias-GeLU),
 // safetensors weights (one file, or shards + model.safetensors.index.json), tokenizer files. Tensors
-// are merged over TP, renamed and laid out one at a time and streamed to disk: peak memory stays
-// near the largest single tensor. Model variants of the args that the architecture cannot compute
+// are merged over TP, renamed and laid out by `workers` threads while the calling thread streams the
+// finished ones to disk in order (the safetensors header is known up front): reading, converting and
+// writing overlap, and peak memory stays a few times the largest tensor per worker. Model variants of the args that the architecture cannot compute
 // (GLU, --kv-channels, post-LayerNorm residuals for GPT2, an erf GeLU for BLOOM) are refused, naming
 // the flag (docs/mds-ckpt-to-hf.md "Model variants"); BLOOM's post-LN is exported.
 #pragma once
@@ -25,6 +26,7 @@ struct ToHfOptions {
     bool no_tokenizer = false;                   // write the weights and config only, without a word
     bool overwrite = false;                      // replace an earlier export (a folder holding config.json, or empty)
     bool verify = true;                          // CRC-32 of every pickle and storage read (--no-verify: off)
+    int workers = 0;                             // threads reading and converting tensors (--workers; 0: the machine's cores)
     // Called after each tensor: (tensors done, total tensors, bytes done, total bytes).
     std::function<void(std::size_t, std::size_t, std::uint64_t, std::uint64_t)> progress;
     // Notes for the user (which tokenizer file was used, warnings), one line each.

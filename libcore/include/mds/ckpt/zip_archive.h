@@ -18,7 +18,8 @@
 
 namespace mds::ckpt {
 
-// zlib's CRC-32 (reflected polynomial 0xEDB88320), slicing-by-8. `crc` is the value so far, so
+// zlib's CRC-32 (reflected polynomial 0xEDB88320): PCLMUL folding on x86-64 CPUs that have it,
+// else slicing-by-8. `crc` is the value so far, so
 // crc32(b, crc32(a)) == crc32(a + b), as zlib's crc32() composes.
 std::uint32_t crc32(std::span<const std::byte> bytes, std::uint32_t crc = 0);
 

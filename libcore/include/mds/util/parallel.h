@@ -27,6 +27,10 @@ std::size_t parallel_workers(std::size_t n, int threads);
 // timing.
 void parallel_for_with_worker(std::size_t n, int threads, const std::function<void(std::size_t i, std::size_t worker)>& f);
 
+// `workers` when at least 1, else the machine's cores (at least 1): the default of the checkpoint
+// tools' --workers and of the trainer's checkpoint reader.
+int workers_or_cores(int workers);
+
 // The same without the worker number.
 void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t i)>& f);
 

@@ -10,8 +10,8 @@ random and numpy):
     random.seed / np.random.seed give; the optimizer file has BMD's three groups and fragment_address mappings
     that cover every parameter; the embedding LayerNorm is saved once, in layer_01;
   - --exit-duration-in-mins and SIGUSR1 save before exiting, and the carbon tracker writes a row at the save;
-  - kill -9 at random moments of a run saving every iteration: `latest` always names a complete tag that
-    loads and resumes (some kills land inside a save);
+  - kill -9 at random moments of a run saving every iteration, with asynchronous and synchronous saves in turn:
+    `latest` always names a complete tag that loads and resumes (some kills land inside a save);
   - mds-ckpt-shrink then resume: without --no-load-optim an error says to use it; with it the validation loss
     equals the full checkpoint's, and training goes on;
   - checkpoints written the way BigScience's Megatron-DeepSpeed saved them (bmd_checkpoint.py: Namespace args,
@@ -239,11 +239,15 @@ def kill_during_save(tmp, data):
     in_save = tries = 0
     while tries < 40 and (tries < 8 or in_save < 2):
         tries += 1
-        p = subprocess.Popen([TRAIN, *data, *flags] + (["--load", ck] if os.path.exists(ck) else []),
+        # Asynchronous saves (the default) on odd tries, synchronous ones on even tries: both commits are
+        # exercised (the asynchronous one's background write: tests/integration/test_async_save.py).
+        mode = [] if tries % 2 else ["--no-async-save"]
+        p = subprocess.Popen([TRAIN, *data, *flags, *mode] + (["--load", ck] if os.path.exists(ck) else []),
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         # Wait for the first save of this run, then kill at a random moment.
         t0 = time.time()
-        while time.time() - t0 < 60 and p.poll() is None:
+        # (An asynchronous save moves `latest` an iteration or more after it starts: a loaded machine needs time.)
+        while time.time() - t0 < 240 and p.poll() is None:
             if os.path.exists(os.path.join(ck, "latest")) and (time.time() - t0) > 2:
                 break
             time.sleep(0.05)
@@ -252,6 +256,8 @@ def kill_during_save(tmp, data):
         p.wait()
         if glob.glob(os.path.join(ck, ".global_step*.tmp-*")):
             in_save += 1
+        if not check(os.path.exists(os.path.join(ck, "latest")), f"kill {tries}: no `latest` after the first save"):
+            return
         latest = open(os.path.join(ck, "latest")).read()
         step = os.path.join(ck, latest)
         files = sorted(os.listdir(step))

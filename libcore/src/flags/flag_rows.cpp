@@ -509,6 +509,15 @@ void checkpoint_rows(std::vector<FlagRow>& t) {
     t.push_back({.names = "--no-save-rng", .group = g, .help = "Save no random number generator states",
                  .key = "no_save_rng", .bmd_value = "None", .py = PyForm::TrueOrNone,
                  .slot = MDS_SLOT(checkpoint.no_save_rng)});
+    // Megatron-LM's flag (not in BMD: no Namespace key); on by default in mds. See "Asynchronous saves".
+    t.push_back({.names = "--async-save", .group = g,
+                 .help = "Write checkpoints in the background: the step waits only while the state is copied to host "
+                         "memory; `latest` moves once the files are durable (the default)",
+                 .slot = MDS_SLOT(checkpoint.async_save),
+                 .doc = "(mds only; Megatron-LM's flag, on by default here; docs/mds-train.md#asynchronous-saves)"});
+    t.push_back({.names = "--no-async-save", .group = g,
+                 .help = "Write checkpoints synchronously: the step waits until the files and `latest` are written",
+                 .slot = MDS_SLOT(checkpoint.async_save), .store = false, .doc = "(mds only)"});
     t.push_back({.names = "--no-load-optim", .group = g,
                  .help = "Resume without optimizer states: fp32 masters from the weights, Adam moments from zero",
                  .key = "no_load_optim", .bmd_value = "None", .py = PyForm::TrueOrNone,

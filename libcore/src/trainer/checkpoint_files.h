@@ -49,10 +49,47 @@ std::string ds_param_name(const model::Parameter& p);
 // An int or float value as a double.
 double number(const ckpt::PyValue& v);
 
-// A torch.save file built from tensors that stay alive until it is written.
+// An asynchronous save's host copy of the state (checkpoint_commit.cpp): every tensor a file holds is
+// copied into buffers reused from save to save (pinned when the model is on a GPU, so that the copies
+// run at PCIe speed), and the files wait here, object tree built, for the background writer. Nothing in
+// it aliases the live model or optimizer, so training goes on while they are written.
+class Snapshot {
+public:
+    // `device`: the model's; on a GPU the buffers are pinned and the copies non-blocking.
+    explicit Snapshot(c10::Device device) : device_(device), pinned_(device.is_cuda()) {}
+    // Starts a save: the buffers are handed out again in the same order (the same model asks for the
+    // same sizes each time), the previous save's files are gone.
+    void begin();
+    // A host buffer of `numel` elements of `dtype`, 1-D, contiguous, uninitialized.
+    at::Tensor take(at::ScalarType dtype, std::int64_t numel);
+    // Waits for the non-blocking device-to-host copies made into the buffers.
+    void wait_copies() const;
+
+    struct File {
+        ckpt::TorchSaveWriter writer;
+        ckpt::PyValue root;
+        std::vector<at::Tensor> keep;  // the buffers its storages point into
+    };
+    void add(File file) { files_.push_back(std::move(file)); }
+    // Called by the writer thread: writes (and syncs) every file, in order.
+    void write_files();
+    std::uint64_t buffer_bytes() const;
+    bool pinned() const { return pinned_; }
+
+private:
+    c10::Device device_;
+    bool pinned_;
+    std::vector<at::Tensor> buffers_;  // bytes, in the order of take()
+    std::size_t next_ = 0;
+    std::vector<File> files_;
+};
+
+// A torch.save file. Without a snapshot it is written by finish() from tensors that stay alive until
+// then (a synchronous save); with one, tensor() and flat() copy into the snapshot's buffers and finish()
+// hands the file to the snapshot for the background writer.
 class FileBuilder {
 public:
-    explicit FileBuilder(std::string path);
+    explicit FileBuilder(std::string path, Snapshot* snapshot = nullptr);
     ckpt::PyValue tensor(const at::Tensor& t);
     // A flat fp32 tensor of the pieces (flattened, in order) followed by `padding` zeros, streamed.
     ckpt::PyValue flat(std::vector<at::Tensor> pieces, std::int64_t padding);
@@ -61,6 +98,7 @@ public:
 private:
     ckpt::TorchSaveWriter writer_;
     std::vector<at::Tensor> keep_;
+    Snapshot* snapshot_;
 };
 
 // ---- the tied embedding module (tied_module.cpp) ----------------------------------------------------
@@ -94,15 +132,18 @@ StatePartition with_tied_module(const AdamOptimizer& opt, const std::vector<mode
 // DeepSpeed's model-parallel rank of a TP x PP grid: the mp_rank_MM of the file names.
 int model_parallel_rank(const model::GptModel& model);
 // layer_XX-model_TT-model_states.pt for every layer of this stage and tensor-parallel rank.
-void write_layer_files(const std::string& dir, const model::GptModel& model);
+// `snapshot` (here and below): an asynchronous save's (the files are only prepared); null: written now.
+void write_layer_files(const std::string& dir, const model::GptModel& model, Snapshot* snapshot = nullptr);
 // mp_rank_MM_model_states.pt: DeepSpeed's engine keys, then Megatron's client state.
 void write_mp_rank_file(const std::string& path, const flags::TrainArgs& a, std::int64_t original_vocab,
-                        const model::GptModel& model, const TrainingProgress& p, const TiedModule& tied);
+                        const model::GptModel& model, const TrainingProgress& p, const TiedModule& tied,
+                        Snapshot* snapshot = nullptr);
 // The optimizer file of one data-parallel rank: BF16_Optimizer.state_dict() (bf16) or
 // DeepSpeedZeroOptimizer's (stage 1), holding that rank's partition of each flat group; fragment
 // addresses are relative to the partition, and the last partition carries the group's padding.
 void write_optimizer_file(const std::string& path, const flags::TrainArgs& a, const std::vector<model::Parameter>& params,
-                          const AdamOptimizer& opt, const StatePartition& part, const TrainingProgress& p);
+                          const AdamOptimizer& opt, const StatePartition& part, const TrainingProgress& p,
+                          Snapshot* snapshot = nullptr);
 
 // ---- RNG states (rng_state.cpp) ------------------------------------------------------------------------
 

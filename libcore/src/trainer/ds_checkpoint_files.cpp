@@ -3,7 +3,9 @@
 // mp_rank_XX_model_states.pt (engine._save_checkpoint with BMD's client state) and the optimizer
 // partitions [bf16_]zero_pp_rank_D_mp_rank_XX_optim_states.pt (engine._save_zero_checkpoint).
 #include <ATen/ATen.h>
+#include <ATen/DeviceAccelerator.h>  // at::accelerator::synchronizeDevice (the snapshot's copies)
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -41,10 +43,50 @@ std::string ds_param_name(const model::Parameter& p) {
 
 double number(const PyValue& v) { return v.type() == ckpt::PyType::Float ? v.as_float() : static_cast<double>(v.as_int()); }
 
-FileBuilder::FileBuilder(std::string path) : writer_(std::move(path), "cpu") {}
+// ---- the snapshot of an asynchronous save -------------------------------------------------------------
+
+void Snapshot::begin() {
+    next_ = 0;
+    files_.clear();
+}
+
+at::Tensor Snapshot::take(at::ScalarType dtype, std::int64_t numel) {
+    const std::int64_t nbytes = numel * static_cast<std::int64_t>(c10::elementSize(dtype));
+    if (next_ == buffers_.size() || buffers_[next_].numel() < nbytes) {
+        auto buffer = at::empty({std::max<std::int64_t>(nbytes, 1)}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned_));
+        if (next_ == buffers_.size()) buffers_.push_back(buffer);
+        else buffers_[next_] = buffer;  // a save asking for other sizes (it should not happen): replaced
+    }
+    return buffers_[next_++].narrow(0, 0, nbytes).view(dtype);
+}
+
+void Snapshot::wait_copies() const {
+    // Pinned buffers received non-blocking copies from the device; pageable ones were copied at once.
+    if (pinned_) at::accelerator::synchronizeDevice(device_.has_index() ? device_.index() : c10::DeviceIndex(0));
+}
+
+void Snapshot::write_files() {
+    for (auto& f : files_) f.writer.finish(f.root);
+}
+
+std::uint64_t Snapshot::buffer_bytes() const {
+    std::uint64_t n = 0;
+    for (const auto& b : buffers_) n += static_cast<std::uint64_t>(b.numel());
+    return n;
+}
+
+// ---- torch.save files -----------------------------------------------------------------------------------
+
+FileBuilder::FileBuilder(std::string path, Snapshot* snapshot) : writer_(std::move(path), "cpu"), snapshot_(snapshot) {}
 
 PyValue FileBuilder::tensor(const at::Tensor& t) {
-    auto c = t.detach().to(at::kCPU).contiguous();
+    at::Tensor c;
+    if (snapshot_) {  // a copy of its own: the live tensor changes with the next step
+        c = snapshot_->take(t.scalar_type(), t.numel()).view(t.sizes());
+        c.copy_(t.detach(), /*non_blocking=*/true);
+    } else {
+        c = t.detach().to(at::kCPU).contiguous();
+    }
     keep_.push_back(c);
     return writer_.add_tensor(model::to_ckpt_dtype(c.scalar_type()), c.sizes().vec(), bytes_of(c));
 }
@@ -52,6 +94,16 @@ PyValue FileBuilder::tensor(const at::Tensor& t) {
 PyValue FileBuilder::flat(std::vector<at::Tensor> pieces, std::int64_t padding) {
     std::int64_t numel = padding;
     for (const auto& p : pieces) numel += p.numel();
+    if (snapshot_) {  // materialized now (fp32), the padding still streamed as zeros
+        auto buffer = snapshot_->take(at::kFloat, numel - padding);
+        std::int64_t at = 0;
+        for (const auto& p : pieces) {
+            buffer.narrow(0, at, p.numel()).copy_(p.detach().reshape({-1}), /*non_blocking=*/true);
+            at += p.numel();
+        }
+        keep_.push_back(buffer);
+        pieces = {buffer};
+    }
     return writer_.add_tensor(ckpt::DType::F32, {numel}, [pieces = std::move(pieces), padding](ckpt::TorchZipWriter& out) {
         for (const auto& p : pieces) {
             const auto c = p.detach().to(at::kCPU, at::kFloat).contiguous();
@@ -63,6 +115,11 @@ PyValue FileBuilder::flat(std::vector<at::Tensor> pieces, std::int64_t padding) 
 }
 
 void FileBuilder::finish(const PyValue& root) {
+    if (snapshot_) {
+        snapshot_->add({std::move(writer_), root, std::move(keep_)});
+        keep_.clear();
+        return;
+    }
     writer_.finish(root);
     keep_.clear();
 }
@@ -166,8 +223,9 @@ PyValue megatron_grad_scaler(const optim::MegatronGradScaler::State& s) {
 }  // namespace
 
 void write_optimizer_file(const std::string& path, const flags::TrainArgs& a, const std::vector<model::Parameter>& params,
-                          const AdamOptimizer& opt, const StatePartition& part, const TrainingProgress& p) {
-    FileBuilder file(path);
+                          const AdamOptimizer& opt, const StatePartition& part, const TrainingProgress& p,
+                          Snapshot* snapshot) {
+    FileBuilder file(path, snapshot);
     const bool bf16 = a.optimizer.bf16;
     auto state = PyValue::dict();
     std::vector<PyValue> param_groups, fp32_groups, mappings, paddings, counts;
@@ -277,8 +335,9 @@ void set_megatron_keys(ckpt::PyDict& r, const flags::TrainArgs& a, std::int64_t 
 }  // namespace
 
 void write_mp_rank_file(const std::string& path, const flags::TrainArgs& a, std::int64_t original_vocab,
-                        const model::GptModel& model, const TrainingProgress& p, const TiedModule& tied) {
-    FileBuilder file(path);
+                        const model::GptModel& model, const TrainingProgress& p, const TiedModule& tied,
+                        Snapshot* snapshot) {
+    FileBuilder file(path, snapshot);
     auto root = PyValue::dict();
     auto& r = root.as_dict();
     set_deepspeed_keys(r, a, p, tied.params.empty() ? model.parameters() : tied.params);
@@ -289,7 +348,7 @@ void write_mp_rank_file(const std::string& path, const flags::TrainArgs& a, std:
     file.finish(root);
 }
 
-void write_layer_files(const std::string& dir, const model::GptModel& model) {
+void write_layer_files(const std::string& dir, const model::GptModel& model, Snapshot* snapshot) {
     const auto& params = model.parameters();
     std::size_t i = 0;
     while (i < params.size()) {
@@ -298,7 +357,7 @@ void write_layer_files(const std::string& dir, const model::GptModel& model) {
             ++i;
             continue;
         }
-        FileBuilder file((fs::path(dir) / ckpt::ds_layer_file(layer, model.tensor_parallel().rank)).string());
+        FileBuilder file((fs::path(dir) / ckpt::ds_layer_file(layer, model.tensor_parallel().rank)).string(), snapshot);
         auto od = ordered_dict();
         for (; i < params.size() && params[i].layer == layer; ++i) od_set(od, params[i].name, file.tensor(params[i].tensor));
         file.finish(od);

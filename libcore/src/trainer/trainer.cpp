@@ -41,6 +41,7 @@ RunSummary Trainer::train() {
         skip_data_if_due();
         const StepOutcome step = train_step();
         log_step(step);
+        poll_save();
         if (do_valid_ && args_.logging.eval_interval > 0 && iteration_ % args_.logging.eval_interval == 0)
             evaluate_valid("iteration " + std::to_string(iteration_));
         if (flags::save_due(args_.checkpoint.save_interval, iteration_)) save();
@@ -80,25 +81,30 @@ void Trainer::leave(Stop stop) {
     case Stop::Signal:
         info("received " + stop_reason(stop, stop_inputs_) + ": stopping after iteration " + std::to_string(iteration_));
         save();
+        finish_save();
         return;
     case Stop::KillSwitch:
         info("Detected kill switch at " + args_.exit.kill_switch_path + ". Exiting");
         return;
     case Stop::ExitDuration:
         save();
+        finish_save();  // the exit waits for the checkpoint's files
         info("exiting program after " + std::to_string(stop_inputs_.minutes) + " minutes");
         return;
     case Stop::ExitInterval:
         save();
+        finish_save();  // the exit waits for the checkpoint's files
         info("exiting program at iteration " + std::to_string(iteration_));
         return;
     case Stop::ExitIteration:
         save();
+        finish_save();  // the exit waits for the checkpoint's files
         info("exiting program at iteration " + std::to_string(iteration_) + " (--exit-iteration " +
              std::to_string(*args_.exit.exit_iteration) + ")");
         return;
     case Stop::ExitSamples:
         save();
+        finish_save();  // the exit waits for the checkpoint's files
         info("exiting program at iteration " + std::to_string(iteration_) + ": " + std::to_string(consumed_) +
              " consumed samples reach --exit-samples " + std::to_string(*args_.exit.exit_samples));
         return;
@@ -132,6 +138,7 @@ RunSummary Trainer::evaluate_only() {
 }
 
 void Trainer::finish_run(Stop stop) {
+    finish_save();  // every exit publishes a save still being written before the process ends
     if (tb_) tb_->flush(true);
     if (carbon_) {
         const auto row = carbon_->stop();

@@ -127,8 +127,13 @@ public:
     // Megatron-DeepSpeed's evaluate_and_print_results for one set; returns the samples served.
     std::int64_t evaluate(const std::string& prefix, EvalSet& set, bool test);
     void evaluate_valid(const std::string& prefix);
-    // Megatron's save_checkpoint_and_time (once per iteration at most; nothing without --save).
+    // Megatron's save_checkpoint_and_time (once per iteration at most; nothing without --save). With
+    // --async-save it starts the save (after finishing the previous one); finish_save() completes it.
     void save();
+    // --async-save: at an iteration boundary, publishes the pending save if every rank has written its
+    // files (a collective while one is pending); finish_save() waits for the write and publishes it.
+    void poll_save();
+    void finish_save();
     // The exit conditions of this iteration, agreed over the ranks (a collective).
     Stop should_stop();
     // An exception escaped the training: the run ledger's line says "error: <message>" (run_ledger.cpp).
@@ -174,6 +179,8 @@ private:
                                 const std::optional<double>& params_norm);
     void write_log_line(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
                         const std::optional<double>& params_norm);
+    void start_async_save(const TrainingProgress& p);  // trainer_state.cpp
+    void flush_observers_after_save();                 // TensorBoard and carbon, after a save is published
     void leave(Stop stop);      // what an exit does before the loop ends (messages, save)
     std::string already_at_exit_point(Stop stop) const;  // the message of a run resumed past --exit-iteration/-samples
     void end_of_training(Stop stop);
@@ -256,6 +263,10 @@ private:
     std::int64_t iteration_ = 0, consumed_ = 0, consumed_tokens_ = 0, consumed_valid_ = 0, skipped_total_ = 0;
     double gigaflos_no_embeds_ = 0;
     std::int64_t last_saved_ = -1;
+    // --async-save: the saver (made at the first save), its timers and the consumed samples of its save.
+    std::unique_ptr<AsyncCheckpointSaver> saver_;
+    observe::Timers save_timers_;
+    std::int64_t save_consumed_ = 0;
     IntervalStats interval_;
     StopInputs stop_inputs_;  // the last agreed ones
     RunSummary summary_;

@@ -1,7 +1,10 @@
 // What a checkpoint holds of the training loop (torchtitan's state_dict / load_state_dict): the
 // resume, in two parts around the optimizer's construction, and the save. The files themselves are
 // checkpoint.h's.
+#include <ATen/DeviceAccelerator.h>  // at::accelerator::synchronizeDevice (the save timers on a GPU)
+
 #include <cstdio>
+#include <functional>
 #include <filesystem>
 
 #include "mds/util/tool.h"  // print_info, print_warning
@@ -56,9 +59,11 @@ void Trainer::load_state() {
 }
 
 // Checkpoints: Megatron's save_checkpoint_and_time. The carbon tracker writes its row then too,
-// so a job killed after the save has its energy accounted up to it.
+// so a job killed after the save has its energy accounted up to it. With --async-save (the default)
+// the save only starts here; finish_save() publishes it (and logs, flushes) once written.
 void Trainer::save() {
     if (args_.checkpoint.save.empty() || iteration_ == last_saved_) return;
+    if (args_.checkpoint.async_save) finish_save();  // one save at a time: the previous one first
     TrainingProgress p;
     p.iteration = iteration_;
     p.consumed_train_samples = consumed_;
@@ -76,6 +81,10 @@ void Trainer::save() {
     p.mlflow_run_id = mlflow_run_id_for_checkpoint();
     scaler_.save_to(p);
     info("saving checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save);
+    if (args_.checkpoint.async_save) {
+        start_async_save(p);
+        return;
+    }
     timers_.start("save-checkpoint");
     const auto saved = save_checkpoint(args_, vocab_, *model_, *optimizer_, p, comm_.get());
     timers_.stop("save-checkpoint");
@@ -86,11 +95,67 @@ void Trainer::save() {
     info("  successfully saved checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save + buf);
     // BMD's save_checkpoint_and_time: its own "time (ms) | save-checkpoint: X" line (a collective).
     log_timers(timers_, {"save-checkpoint"}, 1.0, args_.logging.timing_log_option, *comm_, log_rank_);
+    flush_observers_after_save();
+}
+
+void Trainer::flush_observers_after_save() {
     if (tb_) tb_->flush();
     if (carbon_) {
         carbon_->flush();
         for (const auto& note : carbon_->take_new_notes()) print_info("codecarbon: " + note);
     }
+}
+
+// The blocked part of an asynchronous save: its collectives and the copy of the state to host memory.
+// Its own timers, not timers_: the iteration lines reset those while the write runs, and Megatron-LM
+// logs the blocked time beside the total.
+void Trainer::start_async_save(const TrainingProgress& p) {
+    if (!saver_) {
+        std::function<void()> sync;
+        if (device_.is_cuda())
+            sync = [index = device_.has_index() ? device_.index() : c10::DeviceIndex(0)] { at::accelerator::synchronizeDevice(index); };
+        save_timers_ = observe::Timers(2, std::move(sync));  // level 2: the blocked time is always logged
+        saver_ = std::make_unique<AsyncCheckpointSaver>(args_, vocab_, comm_.get());
+    }
+    save_timers_.start("save-checkpoint");
+    save_timers_.start("save-checkpoint-blocked");
+    try {
+        saver_->start(*model_, *optimizer_, p);
+    } catch (...) {
+        save_timers_.stop("save-checkpoint-blocked");
+        save_timers_.stop("save-checkpoint");
+        throw;
+    }
+    save_timers_.stop("save-checkpoint-blocked");
+    last_saved_ = iteration_;
+    save_consumed_ = consumed_;
+}
+
+void Trainer::poll_save() {
+    if (saver_ && saver_->pending() && saver_->all_written()) finish_save();
+}
+
+// Waits for the pending asynchronous save (if any), publishes it, then what a synchronous save does
+// after its files: the run ledger, the log lines, TensorBoard and carbon flushes.
+void Trainer::finish_save() {
+    if (!saver_ || !saver_->pending()) return;
+    const std::int64_t iteration = saver_->pending_iteration();
+    CheckpointSaveInfo saved;
+    try {
+        saved = saver_->finish();
+    } catch (...) {
+        save_timers_.stop("save-checkpoint");
+        throw;
+    }
+    save_timers_.stop("save-checkpoint");
+    if (ledger_) ledger_->record_save(iteration, saved.directory, save_consumed_);  // `latest` has moved
+    char buf[200];
+    std::snprintf(buf, sizeof buf, " (%.1f MB in %.2f s, training blocked %.2f s)", static_cast<double>(saved.bytes) / 1e6,
+                  saved.seconds, saved.blocked_seconds);
+    info("  successfully saved checkpoint at iteration " + std::to_string(iteration) + " to " + args_.checkpoint.save + buf);
+    log_timers(save_timers_, {"save-checkpoint", "save-checkpoint-blocked"}, 1.0, args_.logging.timing_log_option, *comm_,
+               log_rank_);
+    flush_observers_after_save();
 }
 
 }  // namespace mds::trainer

@@ -147,6 +147,7 @@ struct CheckpointArgs {
     std::optional<SaveSchedule> save_interval;           // --save-interval N or N@A-B,... (required with --save)
     bool no_save_optim = false;                          // --no-save-optim: no optimizer files
     bool no_save_rng = false;                            // --no-save-rng: no RNG states
+    bool async_save = true;                              // --async-save / --no-async-save (mds: on; Megatron-LM's name)
     bool no_load_optim = false;                          // --no-load-optim: Adam restarts, masters from the weights
     bool no_load_rng = false;                            // --no-load-rng
     bool finetune = false;                               // --finetune: weights only, iteration 0

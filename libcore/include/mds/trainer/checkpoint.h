@@ -14,7 +14,8 @@
 // The optimizer file is the BF16 optimizer's (bf16 runs) or ZeRO stage 1's (fp16 and fp32 runs),
 // in BMD's three parameter groups with flat, padded fp32 partitions. A save writes the tag into a
 // temporary folder, syncs every file and the folder, renames it into place, syncs the root, and
-// only then moves `latest`: a process killed at any moment leaves `latest` on a complete tag.
+// only then moves `latest`: a process killed at any moment leaves `latest` on a complete tag. An
+// asynchronous save (AsyncCheckpointSaver) writes the same files from a host copy in the background.
 #pragma once
 
 #include <array>
@@ -68,7 +69,8 @@ struct CheckpointSaveInfo {
     std::string tag;        // global_step<N>
     std::string directory;  // <save>/global_step<N>
     std::uint64_t bytes = 0;
-    double seconds = 0;
+    double seconds = 0;          // from the start of the save until `latest` moved
+    double blocked_seconds = 0;  // of which the training waited (asynchronous saves; = seconds otherwise)
 };
 
 // Saves one checkpoint under `args.checkpoint.save` (optimizer states unless --no-save-optim, RNG
@@ -82,6 +84,39 @@ struct CheckpointSaveInfo {
 CheckpointSaveInfo save_checkpoint(const flags::TrainArgs& args, std::int64_t original_vocab_size,
                                    const model::GptModel& model, const AdamOptimizer& optimizer,
                                    const TrainingProgress& progress, Communicator* comm = nullptr);
+
+// An asynchronous save (--async-save): the same files, folder and commit as save_checkpoint, but the
+// training waits only while start() runs the save's collectives and copies every tensor into host
+// buffers reused from save to save (pinned on a GPU); a background thread then writes and syncs this
+// rank's files into the temporary folder, and finish() publishes the tag and moves `latest`. Until
+// then the previous checkpoint and `latest` stay as they were, so a process killed during the write
+// leaves `latest` on a complete tag. Every rank calls start(), all_written() and finish() at the same
+// points (they are collectives); the destructor waits for a write still running (publishing nothing).
+class AsyncCheckpointSaver {
+public:
+    AsyncCheckpointSaver(const flags::TrainArgs& args, std::int64_t original_vocab_size, Communicator* comm);
+    ~AsyncCheckpointSaver();
+    AsyncCheckpointSaver(const AsyncCheckpointSaver&) = delete;
+    AsyncCheckpointSaver& operator=(const AsyncCheckpointSaver&) = delete;
+
+    // Starts a save (none may be pending: finish() the previous one first). Throws mds::Error when the
+    // folder cannot be prepared; an error while copying the state is reported by finish().
+    void start(const model::GptModel& model, const AdamOptimizer& optimizer, const TrainingProgress& progress);
+    bool pending() const;
+    std::int64_t pending_iteration() const;  // the iteration of the save in flight
+    // Whether every rank's writer is done (a collective; never blocks on the write itself).
+    bool all_written();
+    // Waits for this rank's writer, then as save_checkpoint: the ranks agree that all succeeded, rank 0
+    // publishes the folder and `latest`. Throws mds::Error naming the file on any rank's failure
+    // (previous checkpoint and `latest` untouched). Nothing is pending afterwards, success or not.
+    CheckpointSaveInfo finish();
+    // Waits for this rank's writer without publishing (an exception is unwinding the training).
+    void abandon() noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
 
 // A checkpoint opened for a resume: the tag `latest` names under `args.checkpoint.load`. The
 // weights go into the model first (the optimizer is then built from them), then the optimizer

@@ -84,6 +84,18 @@ piece; they are our own code written from the documented behaviour, not copies):
     all-reduce (C++, ~40 s, into ~/.cache/torch_extensions) used only by inference_all_reduce; training
     collectives go through torch.distributed (Gloo) either way.
   - Megatron's TensorBoard writer is closed at exit (it never closes it: a run of seconds loses its scalars).
+  - `import mlflow` fails in the ranks: deepspeed.autotuning.autotuner tries it at import (for autotuning runs
+    only; it then sets has_mlflow = False, as on a machine without mlflow), and mlflow, in the venv for mds's own
+    MLflow tests, takes ~2 s of CPU per rank to import: a third of a short launch's start-up.
+  - deepspeed.runtime.zero.muon.muon_optimizer.MuonWithAuxAdam: a class nothing is an instance of, and
+    deepspeed.runtime.zero.muon.original_muon.muon_update: a function that raises. DeepSpeed's ZeRO code imports
+    them every step (isinstance checks in average_tensor; muon_update before a loop that calls it only for
+    parameters marked use_muon) and Megatron never builds Muon; the real modules compile Muon's kernels at import
+    (torch._dynamo, ~2 s of CPU per rank).
+  - torch.optim.Optimizer.state_dict / load_state_dict / zero_grad / add_param_group run as written: torch wraps
+    them in torch._disable_dynamo, which imports torch._dynamo (~1.5 s of CPU per rank) at their first call only to
+    keep them out of a torch.compile graph; nothing is compiled in these runs, so that is the function itself.
+    With these three the ranks of a short launch start in about half the CPU time (12 s instead of 25 s for two).
   - DeepSpeedEngine.save_checkpoint / load_checkpoint of a bf16 engine at ZeRO stage 0 (the BF16_Optimizer): the
     DeepSpeed BigScience trained with treated its states as a ZeRO checkpoint (bf16_zero_pp_rank_* files and
     param_shapes, as BLOOM's checkpoints have them); DeepSpeed 0.19 writes those files but loads from another place
@@ -541,6 +553,31 @@ def install_stand_ins():
     # numpy: the alias Megatron's indexed_dataset uses
     if "float" not in np.__dict__:
         np.float = float
+
+    # mlflow: only DeepSpeed's autotuner imports it (try/except at import); None here makes that import fail at once.
+    sys.modules["mlflow"] = None
+
+    # Muon: only isinstance checks reach it (Megatron builds Adam or SGD); see the module docstring.
+    class MuonWithAuxAdam(torch.optim.Optimizer):
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("bmd_harness: DeepSpeed's Muon is a stand-in here (Megatron never builds it)")
+
+    def muon_update(*args, **kwargs):
+        raise RuntimeError("bmd_harness: DeepSpeed's Muon is a stand-in here (Megatron never builds it)")
+
+    for name, attrs in (("muon_optimizer", {"MuonWithAuxAdam": MuonWithAuxAdam}),
+                        ("original_muon", {"muon_update": muon_update})):
+        muon = types.ModuleType("deepspeed.runtime.zero.muon." + name)
+        muon.__dict__.update(attrs, __bmd_stand_in__=True)
+        sys.modules[muon.__name__] = muon
+
+    # torch.optim.Optimizer's state_dict / load_state_dict / zero_grad / add_param_group run as written: torch wraps
+    # them in torch._disable_dynamo, which imports torch._dynamo (~1.5 s of CPU per rank) at the first call to say
+    # "do not compile this"; nothing is compiled here (eager mode), so the answer is the function itself.
+    for name in ("state_dict", "load_state_dict", "zero_grad", "add_param_group"):
+        fn = getattr(torch.optim.Optimizer.__dict__.get(name), "__wrapped__", None)
+        if fn is not None and not hasattr(fn, "__dynamo_disable"):
+            fn.__dynamo_disable = fn
 
     # torch._six
     six = types.ModuleType("torch._six")

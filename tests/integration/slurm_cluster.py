@@ -15,14 +15,10 @@ import subprocess
 import tempfile
 import time
 
+from testkit import free_port  # noqa: F401 (test_slurm_status takes it from here)
+
 DAEMONS = {"munged": "/usr/sbin/munged", "slurmctld": "/usr/sbin/slurmctld", "slurmd": "/usr/sbin/slurmd"}
 CLIENTS = ["sbatch", "squeue", "scancel", "sinfo", "mungekey"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class SlurmCluster:

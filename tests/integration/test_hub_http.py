@@ -13,7 +13,6 @@ Exits 77 without the probe."""
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hub_server import HubServer  # noqa: E402
-from testkit import binary, check, finish  # noqa: E402
+from testkit import binary, check, finish, free_port  # noqa: E402
 
 PROBE = binary("hub_http_probe")
 TOKEN = "hf_secret_token_never_printed"
@@ -92,10 +91,9 @@ def main():
         log = [e for e in hub.log() if e["path"].startswith("/_storage/objects/")]
         check(len(log) == 2, f"two PUTs in the log: {log}")
 
-        # Connection refused.
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            closed = s.getsockname()[1]
+        # Connection refused: a port nothing listens on (below the ephemeral range, so no outgoing connection
+        # of another test takes it meanwhile).
+        closed = free_port()
         out, _ = probe({"url": f"http://127.0.0.1:{closed}/x", "token": TOKEN, "base_wait": 0.01})
         check(out["status"] == 0 and out["error"] and out["attempts"] == 6, f"connection refused: retried, then the error: {out}")
 

@@ -32,7 +32,7 @@ SOURCE = os.environ.get("MDS_SOURCE_DIR", ".")
 sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
 import testkit  # noqa: E402
-from testkit import check  # noqa: E402
+from testkit import check, free_port  # noqa: E402
 import tiny_dataset  # noqa: E402
 
 TRAIN = testkit.binary("mds-train")
@@ -45,12 +45,6 @@ except Exception as e:  # noqa: BLE001
 
 ITERATION = re.compile(r"^ iteration +(\d+)/ +\d+ \| .*elapsed time per iteration \(s\): ([0-9.]+) \|", re.M)
 EXPERIMENT = "mds-test"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def mlflow_key(tag):

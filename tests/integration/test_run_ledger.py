@@ -24,7 +24,7 @@ SOURCE = os.environ.get("MDS_SOURCE_DIR", ".")
 sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
 import testkit  # noqa: E402
-from testkit import check  # noqa: E402
+from testkit import check, free_port  # noqa: E402
 import tiny_dataset  # noqa: E402
 
 TRAIN = testkit.binary("mds-train")
@@ -35,12 +35,6 @@ FIELDS = ["run_id", "status", "start_time", "end_time", "job_id", "hosts", "mds_
           "resumed_iteration", "resumed_consumed_samples", "iteration", "consumed_samples", "loaded", "saved", "stop",
           "command_line", "cwd"]
 GBS = 8
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def model_flags(data, iters, extra=()):

@@ -26,7 +26,7 @@ SOURCE = os.environ.get("MDS_SOURCE_DIR", ".")
 sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
 import testkit  # noqa: E402
-from testkit import check  # noqa: E402
+from testkit import check, free_port  # noqa: E402
 import tiny_dataset  # noqa: E402
 
 TRAIN = testkit.binary("mds-train")
@@ -36,12 +36,6 @@ REPORT = re.compile(r"^straggler report at iteration (\d+) .*\| MnRtt/Rnk: ([\d.
                     r"MxRtt/Rnk: ([\d.]+)ms/(\d+)@(\S+) \|")
 ALERT_FLAGS = ["--straggler-alert-ratio", "1.5"]
 ALERT = re.compile(r"^\*\*\*ALERT: straggler at iteration \d+: rank (\d+) \(host (\S+)\)")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def flags(data, iters=ITERS, extra=()):

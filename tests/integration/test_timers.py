@@ -16,7 +16,6 @@ Exits 77 without LibTorch (no mds-train binary) or without tensorboard in the ve
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ SOURCE = os.environ.get("MDS_SOURCE_DIR", ".")
 sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
 import testkit  # noqa: E402
-from testkit import check  # noqa: E402
+from testkit import check, free_port  # noqa: E402
 import tiny_dataset  # noqa: E402
 
 TRAIN = testkit.binary("mds-train")
@@ -44,12 +43,6 @@ DISJOINT = {"forward-compute", "backward-compute", "backward-params-all-reduce",
 BMD_ORDER = ["forward-compute", "backward-compute", "backward-params-all-reduce", "backward-embedding-all-reduce",
              "optimizer", "batch-generator", "forward-backward"]
 ITERS, LOG_INTERVAL = 6, 2
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env_for(rank, world, port):

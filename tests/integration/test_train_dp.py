@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
 import testkit  # noqa: E402
 from slurm_cluster import SlurmCluster  # noqa: E402
-from testkit import check  # noqa: E402
+from testkit import check, free_port  # noqa: E402
 import tiny_dataset  # noqa: E402
 
 TRAIN = testkit.binary("mds-train")
@@ -49,12 +48,6 @@ ITERS = 20
 LOSS = re.compile(r"^ iteration +(\d+)/ +\d+ \| consumed samples: +(\d+) \|.* lm loss: (\S+) \| grad norm: (\S+) \|"
                   r".* params norm: (\S+) \|")
 VALID = re.compile(r"valid loss at (.*) \| lm loss value: (\S+) \|")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def flags(data, iters=ITERS, extra=(), layers=2):

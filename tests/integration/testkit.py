@@ -1,10 +1,13 @@
 """What the integration tests share: collecting failures (check / finish), skipping (exit 77, which ctest
-reports as skipped), finding a built binary, running a tool with its peak RSS measured (run_measured), and huggingface_hub set up to talk to a local Hub only (LFS
+reports as skipped), finding a built binary, running a tool with its peak RSS measured (run_measured), a free
+loopback port for a rendezvous or a server (free_port), and huggingface_hub set up to talk to a local Hub only (LFS
 protocol rather than Xet, no telemetry, no progress bars, a throw-away HF_HOME: never the user's token
 or cache)."""
 import atexit
 import os
+import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -61,6 +64,29 @@ def binary(name):
     if not os.path.exists(path):
         skip(f"{path} not built")
     return path
+
+
+def free_port():
+    """A loopback port free now, below the kernel's ephemeral range. Outgoing connections take their local ports
+    from that range (32768-60999 by default), so a port the kernel hands out for bind(0) may be taken by some other
+    test's connection before the process it was meant for binds it; under ctest -j that happened."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(200):
+        port = random.randrange(10000, max(10001, low))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # the range below is full: any free port
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def huggingface_hub_for_local_hub():

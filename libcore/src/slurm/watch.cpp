@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "mds/util/json_limits.h"
 #include "mds/util/error.h"
@@ -490,21 +491,30 @@ WatchState load_state(const std::string& path) {
     // A few KiB in practice (one record per open alert); the cap keeps a wrong --state-file (a
     // checkpoint, a log) from being read whole.
     const std::string text = read_file(path, kMaxStateFileBytes, "mds-slurm-status state file");
+    // An integer field, or `fallback` when absent; anything else (a float such as 1e56, a string) is a
+    // corrupt file, not a value to convert (nlohmann's get<int64_t> of a huge float is undefined).
+    const auto integer = [&](const nlohmann::json& obj, const char* key, auto fallback) -> decltype(fallback) {
+        const auto it = obj.find(key);
+        if (it == obj.end()) return fallback;
+        if (!it->is_number_integer() || (std::is_unsigned_v<decltype(fallback)> && !it->is_number_unsigned()))
+            throw Error(path + ": corrupt state file (" + key + " is not an integer); remove it to start afresh");
+        return it->template get<decltype(fallback)>();
+    };
     try {
         check_json_depth(text, path);
         const auto j = nlohmann::json::parse(text);
         if (!j.is_object() || j.value("format", std::string()) != "mds-slurm-status-state/1")
             throw Error(path + ": not an mds-slurm-status state file (format mds-slurm-status-state/1 expected)");
-        s.unreachable_runs = j.value("unreachable_runs", std::int64_t{0});
+        s.unreachable_runs = integer(j, "unreachable_runs", std::int64_t{0});
         if (auto l = j.find("log"); l != j.end() && l->is_object()) {
             s.log_path = l->value("path", std::string());
-            s.log_iteration = l->value("iteration", std::int64_t{-1});
-            s.log_offset = l->value("offset", std::uint64_t{0});
-            s.log_seen_at = l->value("seen_at", std::int64_t{0});
+            s.log_iteration = integer(*l, "iteration", std::int64_t{-1});
+            s.log_offset = integer(*l, "offset", std::uint64_t{0});
+            s.log_seen_at = integer(*l, "seen_at", std::int64_t{0});
         }
         if (auto a = j.find("alerts"); a != j.end() && a->is_object())
             for (const auto& [key, v] : a->items())
-                s.alerts[key] = {v.value("first_seen", std::int64_t{0}), v.value("last_notified", std::int64_t{0}),
+                s.alerts[key] = {integer(v, "first_seen", std::int64_t{0}), integer(v, "last_notified", std::int64_t{0}),
                                  v.value("text", std::string())};
     } catch (const nlohmann::json::exception& e) {
         throw Error(path + ": corrupt state file (" + e.what() + "); remove it to start afresh");

@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
                                                     "from the checkpoint's folders up)")->group("");
         app.get_option("--merge-file")->description("GPT-2 merges.txt to include (default: args.merge_file, looked for from here and "
                                                     "from the checkpoint's folders up)")->group("");
+        app.add_option("--vocab-size", opt.vocab_size,
+                       "Rows of the word embedding to export, config.json's vocab_size (default: the Hugging Face size mds-hf-to-ckpt "
+                       "recorded, else the padded vocabulary)")
+            ->check(mds::number_in(1, 1e12));
         app.add_option("--tokenizer-dir", opt.tokenizer_dir, "Copy the files of this tokenizer folder instead (e.g. tokenizer.json)");
         app.add_flag("--no-tokenizer", opt.no_tokenizer, "Write no tokenizer files (weights and config.json only), without a warning");
         app.add_flag("--overwrite", opt.overwrite, "Replace an earlier export (a folder holding config.json)");

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     CLI::App app{"model_probe"};
     mds::model::GptConfig cfg;
     std::string weights, inputs, out;
-    bool alibi = false, bf16 = false;
+    bool alibi = false, bf16 = false, no_bias_gelu_fusion = false, openai_gelu = false;
     std::uint64_t init_seed = 0;
     app.add_option("--weights", weights);
     app.add_option("--inputs", inputs);
@@ -40,10 +40,15 @@ int main(int argc, char** argv) {
     app.add_flag("--checkpoint-activations", cfg.checkpoint_activations);
     app.add_option("--checkpoint-num-layers", cfg.checkpoint_num_layers);
     app.add_flag("--bf16", bf16);
+    // Megatron's GeLU kinds (ParallelMLP's precedence) and residual order, for test_hf_to_ckpt.py.
+    app.add_flag("--no-bias-gelu-fusion", no_bias_gelu_fusion);
+    app.add_flag("--openai-gelu", openai_gelu);
+    app.add_flag("--apply-residual-connection-post-layernorm", cfg.residual_post_layernorm);
     CLI11_PARSE(app, argc, argv);
     try {
         if (alibi) cfg.position_embedding = mds::model::PositionEmbedding::Alibi;
         if (bf16) cfg.precision = mds::model::Precision::BF16;
+        if (no_bias_gelu_fusion) cfg.activation = openai_gelu ? mds::model::Activation::OpenAiGelu : mds::model::Activation::Gelu;
         mds::model::GptModel model(cfg, at::kCPU, init_seed);
         if (weights.empty()) {
             mds::model::save_tensors(out, mds::model::named_parameters(model));

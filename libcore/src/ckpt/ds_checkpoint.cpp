@@ -152,31 +152,40 @@ std::vector<std::int64_t> DsCheckpoint::Layer::shape(const std::string& name) co
     return s;
 }
 
+std::vector<TorchTensor> DsCheckpoint::Layer::tp_shards(const std::string& name) const {
+    std::vector<TorchTensor> shards;
+    for (std::size_t r = 0; r < shards_.size(); ++r) shards.push_back(shard(r, name));
+    const auto rule = tp_rule(name);
+    const auto global = shape(name);
+    for (std::size_t r = 0; r < shards.size(); ++r) {
+        const auto& s = shards[r];
+        if (s.dtype != shards[0].dtype) throw Error(shards_[r]->path() + ": " + name + " has another dtype than in shard 0");
+        if (rule == TpRule::Replicated) {
+            if (s.shape != global) throw Error(shards_[r]->path() + ": " + name + " has another shape than in shard 0");
+            continue;
+        }
+        const std::size_t dim = rule == TpRule::ColumnParallel ? 0 : 1;
+        bool same = s.shape.size() == global.size();
+        for (std::size_t k = 0; same && k < s.shape.size(); ++k) same = k == dim || s.shape[k] == global[k];
+        if (!same)
+            throw Error(shards_[r]->path() + ": " + name + " does not fit shard 0's shape (TP shards differ beyond dimension " +
+                        std::to_string(dim) + ")");
+    }
+    return shards;
+}
+
 GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
     GlobalTensor g;
-    const auto first = shard(0, name);
+    const auto shards = tp_shards(name);
+    const auto& first = shards[0];
     g.dtype = first.dtype;
     g.shape = shape(name);
     const std::size_t esize = dtype_size(g.dtype);
     const auto rule = tp_rule(name);
-    const std::size_t t = shards_.size();
+    const std::size_t t = shards.size();
     std::int64_t numel = 1;
     for (auto d : g.shape) numel *= d;
     g.data.resize(static_cast<std::size_t>(numel) * esize);
-    for (std::size_t r = 0; r < t; ++r) {
-        const auto s = shard(r, name);
-        if (s.dtype != g.dtype) throw Error(shards_[r]->path() + ": " + name + " has another dtype than in shard 0");
-        const bool concat = rule != TpRule::Replicated;
-        if (!concat && s.shape != g.shape) throw Error(shards_[r]->path() + ": " + name + " has another shape than in shard 0");
-        if (concat) {
-            const std::size_t dim = rule == TpRule::ColumnParallel ? 0 : 1;
-            bool same = s.shape.size() == g.shape.size();
-            for (std::size_t k = 0; same && k < s.shape.size(); ++k) same = k == dim || s.shape[k] == g.shape[k];
-            if (!same)
-                throw Error(shards_[r]->path() + ": " + name + " does not fit shard 0's shape (TP shards differ beyond dimension " +
-                            std::to_string(dim) + ")");
-        }
-    }
     if (rule == TpRule::Replicated) {
         if (t == 1) {
             if (first.contiguous()) g.data.assign(first.bytes().begin(), first.bytes().end());
@@ -187,7 +196,7 @@ GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
             throw Error(shards_[0]->path() + ": " + name + ": averaging replicated shards needs a float dtype");
         std::vector<float> sum(static_cast<std::size_t>(numel), 0.0f);
         for (std::size_t r = 0; r < t; ++r) {
-            const auto bytes = shard(r, name).gather();
+            const auto bytes = shards[r].gather();
             for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += load_float(g.dtype, bytes.data() + i * esize);
         }
         for (std::size_t i = 0; i < sum.size(); ++i) store_float(g.dtype, sum[i] / static_cast<float>(t), g.data.data() + i * esize);
@@ -199,7 +208,7 @@ GlobalTensor DsCheckpoint::Layer::merge(const std::string& name) const {
     for (std::size_t d = 1; d < g.shape.size(); ++d) row_bytes *= g.shape[d];
     std::int64_t offset0 = 0, offset1 = 0;
     for (std::size_t r = 0; r < t; ++r) {
-        const auto s = shard(r, name);
+        const auto& s = shards[r];
         // Contiguous shards (all that DeepSpeed saves) are read straight from the mapped file.
         std::vector<std::byte> copy;
         std::span<const std::byte> bytes;

@@ -185,30 +185,40 @@ const TensorView& SafetensorsFile::at(const std::string& name) const {
     return tensors_[it->second];
 }
 
-void write_safetensors_streamed(const std::string& path, const std::vector<TensorEntry>& tensors,
-                                const std::map<std::string, std::string>& metadata,
-                                const std::function<void(std::size_t index, AtomicOutput& out)>& write_data) {
+SafetensorsLayout safetensors_layout(const std::string& path, const std::vector<TensorEntry>& tensors,
+                                     const std::map<std::string, std::string>& metadata) {
     nlohmann::ordered_json header = nlohmann::ordered_json::object();
     if (!metadata.empty()) header["__metadata__"] = metadata;
     std::uint64_t offset = 0;
+    std::vector<std::uint64_t> offsets;
     for (const auto& t : tensors) {
         if (t.name == "__metadata__" || header.contains(t.name)) throw Error(path + ": duplicate or reserved tensor name \"" + t.name + "\"");
         const std::uint64_t n = checked_numel(t.shape, path + ": tensor \"" + t.name + "\"") * dtype_size(t.dtype);
         header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+        offsets.push_back(offset);
         offset += n;
     }
     std::string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');
-    std::array<unsigned char, 8> len{};
-    for (int i = 0; i < 8; ++i) len[static_cast<std::size_t>(i)] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+    SafetensorsLayout layout;
+    for (int i = 0; i < 8; ++i) layout.header.push_back(static_cast<char>(static_cast<std::uint64_t>(text.size()) >> (8 * i)));
+    layout.header += text;
+    for (auto& o : offsets) o += layout.header.size();
+    layout.offsets = std::move(offsets);
+    layout.file_size = layout.header.size() + offset;
+    return layout;
+}
+
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorEntry>& tensors,
+                                const std::map<std::string, std::string>& metadata,
+                                const std::function<void(std::size_t index, AtomicOutput& out)>& write_data) {
+    const auto layout = safetensors_layout(path, tensors, metadata);
     AtomicOutput out(path);
-    out.write(len.data(), len.size());
-    out.write(text);
-    const std::uint64_t data_start = out.bytes_written();
+    out.write(layout.header);
     for (std::size_t i = 0; i < tensors.size(); ++i) write_data(i, out);
-    if (out.bytes_written() - data_start != offset)
-        throw Error("internal: " + path + ": tensor data of " + std::to_string(out.bytes_written() - data_start) +
-                    " bytes, the header says " + std::to_string(offset));
+    if (out.bytes_written() != layout.file_size)
+        throw Error("internal: " + path + ": tensor data of " + std::to_string(out.bytes_written() - layout.header.size()) +
+                    " bytes, the header says " + std::to_string(layout.file_size - layout.header.size()));
     out.commit();
 }
 

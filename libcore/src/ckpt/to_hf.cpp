@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -14,15 +12,15 @@
 #include <optional>
 #include <span>
 #include <sys/stat.h>  // lstat
-#include <thread>
 
 #include "ckpt/hf_tokenizer.h"
 #include "ckpt/transpose_rows.h"
 #include "mds/ckpt/ds_checkpoint.h"
 #include "mds/ckpt/ds_layout.h"
+#include "mds/ckpt/hf_to_ckpt.h"  // kHfVocabSizeKey
 #include "mds/ckpt/safetensors.h"
 #include "mds/util/error.h"
-#include "mds/util/parallel.h"  // workers_or_cores
+#include "mds/util/parallel.h"  // parallel_for_with_worker, workers_or_cores
 #include "mds/util/files.h"
 #include "mds/util/safe_paths.h"  // refuse_overlap, prepare_output_dir, temp_path_for, printable
 
@@ -211,6 +209,7 @@ const char* gpt2_activation(Gelu g) {
 struct ModelArgs {
     std::int64_t num_layers = 0, hidden_size = 0, num_heads = 0;
     std::int64_t padded_vocab_size = 0, ffn_hidden_size = 0, max_positions = 0;
+    std::int64_t vocab_size = 0;  // rows exported (exported_vocab_size): config.json's vocab_size
     std::string position_embedding;  // "absolute", "alibi" or "rotary"
     bool embed_layernorm = false;
     bool bloom = false;  // BloomForCausalLM, else GPT2LMHeadModel
@@ -398,6 +397,33 @@ std::int64_t embedding_rows(const DsCheckpoint& ck, const ModelArgs& m, const st
     return rows;
 }
 
+// The vocabulary rows to export: --vocab-size, else the Hugging Face size that mds-hf-to-ckpt
+// recorded (mp_rank_00's mds_hf_vocab_size), else all of the embedding's rows (the padded
+// vocabulary, as trained). Megatron's padding rows past it are dropped.
+std::int64_t exported_vocab_size(const DsCheckpoint& ck, std::int64_t rows, const ToHfOptions& options) {
+    std::int64_t n = options.vocab_size;
+    std::string from = "--vocab-size";
+    if (n == 0) {
+        const std::string mp0 = (fs::path(ck.directory()) / ds_mp_rank_file(0)).string();
+        const TorchFile f(mp0, options.verify);
+        const PyValue* v = f.root().type() == PyType::Dict ? f.root().find(kHfVocabSizeKey) : nullptr;
+        if (!v || v->is_none()) return rows;
+        if (v->type() != PyType::Int) throw Error(mp0 + ": " + kHfVocabSizeKey + " is " + v->repr(60) + ", not an int");
+        n = v->as_int();
+        from = mp0 + ": " + kHfVocabSizeKey;
+    }
+    if (n < 1 || n > rows)
+        throw Error(from + " " + std::to_string(n) + ": expected 1 to the embedding's " + std::to_string(rows) + " rows");
+    return n;
+}
+
+// The word embedding (and the untied lm_head, the same rows) cut to `vocab_size` rows: write_tensor
+// writes the first Entry::bytes() of them.
+void cut_vocabulary(std::vector<Entry>& entries, std::int64_t vocab_size) {
+    for (auto& e : entries)
+        if (e.name == "word_embeddings.weight") e.shape[0] = vocab_size;
+}
+
 // Shards of at most max_shard_bytes (a larger tensor gets a shard of its own): entry indices.
 std::vector<std::vector<std::size_t>> plan_shards(const std::vector<Entry>& entries, std::uint64_t max_shard_bytes) {
     std::vector<std::vector<std::size_t>> shards(1);
@@ -414,198 +440,211 @@ std::vector<std::vector<std::size_t>> plan_shards(const std::vector<Entry>& entr
     return shards;
 }
 
-// The layer files the workers convert from, each opened (mapped, its pickles read) once while its
-// tensors are in flight. Tensors come in layer order (the untied lm_head, last, reopens the first).
+// The layer files the workers read from, each opened (mapped, its pickles read) on first use and
+// unmapped when its last tensor is written. The untied lm_head, last, keeps the first one open.
 class LayerCache {
 public:
-    explicit LayerCache(const DsCheckpoint& ck) : ck_(ck) {}
+    LayerCache(const DsCheckpoint& ck, const std::vector<Entry>& entries) : ck_(ck) {
+        for (const auto& e : entries) ++left_[e.layer];
+    }
     std::shared_ptr<const DsCheckpoint::Layer> get(int layer) {
         std::lock_guard lock(mu_);
         auto& slot = open_[layer];
         if (!slot) slot = std::make_shared<const DsCheckpoint::Layer>(ck_.open_layer(layer));
         return slot;
     }
-    // Unmaps the layers before `layer`: every tensor from them was converted.
-    void drop_before(int layer) {
+    // One tensor of `layer` is written.
+    void done(int layer) {
         std::lock_guard lock(mu_);
-        open_.erase(open_.begin(), open_.lower_bound(layer));
+        if (--left_[layer] == 0) open_.erase(layer);
     }
 
 private:
     const DsCheckpoint& ck_;
     std::mutex mu_;
+    std::map<int, std::size_t> left_;
     std::map<int, std::shared_ptr<const DsCheckpoint::Layer>> open_;
 };
 
-// A converted tensor's bytes: the merged tensor itself, or a transposed copy in a buffer that goes
-// back to the pool once written (reused buffers cost no page faults and no zeroing).
-struct Converted {
-    std::vector<std::byte> merged;
-    std::unique_ptr<std::byte[]> buffer;
-    std::size_t buffer_capacity = 0;
-    std::span<const std::byte> bytes;
-};
-
-class BufferPool {
+// Consecutive bytes of one output file from a tensor's offset on, written with pwrite by the worker
+// that converts the tensor; the kernel is asked to start writing each piece to disk at once, so that
+// the final fsync has little left to wait for.
+class TensorSink {
 public:
-    explicit BufferPool(std::size_t keep) : keep_(keep) {}
-    void take(Converted& c, std::size_t bytes) {
-        {
-            std::lock_guard lock(mu_);
-            // The smallest free buffer that fits (free_ is sorted largest first), else a new one below.
-            auto best = free_.end();
-            for (auto it = free_.begin(); it != free_.end() && it->second >= bytes; ++it) best = it;
-            if (best != free_.end()) {
-                c.buffer = std::move(best->first);
-                c.buffer_capacity = best->second;
-                free_.erase(best);
-            }
-        }
-        if (!c.buffer) {
-            c.buffer.reset(new std::byte[bytes]);  // not value-initialised: every byte is written by the converter
-            c.buffer_capacity = bytes;
+    TensorSink(AtomicOutput& out, std::uint64_t offset) : out_(out), start_(offset), pos_(offset) {}
+    void put(std::span<const std::byte> bytes) {
+        constexpr std::size_t kPiece = std::size_t{8} << 20;
+        while (!bytes.empty()) {
+            const std::size_t n = std::min(kPiece, bytes.size());
+            out_.write_at(pos_, bytes.data(), n);
+            out_.start_writeback(pos_, n);
+            pos_ += n;
+            bytes = bytes.subspan(n);
         }
     }
-    void give_back(Converted& c) {
-        if (!c.buffer) return;
-        std::lock_guard lock(mu_);
-        free_.emplace_back(std::move(c.buffer), c.buffer_capacity);
-        // Keep the largest few: they fit every later tensor.
-        std::sort(free_.begin(), free_.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-        if (free_.size() > keep_) free_.resize(keep_);
-    }
+    std::uint64_t written() const { return pos_ - start_; }
 
 private:
-    std::size_t keep_;
-    std::mutex mu_;
-    std::vector<std::pair<std::unique_ptr<std::byte[]>, std::size_t>> free_;
+    AtomicOutput& out_;
+    std::uint64_t start_, pos_;
 };
 
-// The merged tensor of `e` in its Hugging Face layout. Matrices are transposed straight from the
-// merged rows (through the QKV reorder for c_attn) into a pooled buffer: one pass, no second copy.
-Converted convert_tensor(const DsCheckpoint& ck, const DsCheckpoint::Layer& layer, const Entry& e, const ModelArgs& m, BufferPool& pool) {
-    const std::int64_t n = m.num_heads, d = m.hidden_size / m.num_heads;
-    auto g = layer.merge(e.name);
-    const std::size_t esize = dtype_size(g.dtype);
-    if (e.transform == Transform::EmbedNorm)
-        layer_norm_rows(g, layer.merge("word_embeddings.norm.weight"), layer.merge("word_embeddings.norm.bias"), ck.layer_file(e.layer, 0));
-    const bool qkv = e.transform == Transform::QkvReorder || e.transform == Transform::QkvReorderTranspose;
-    if (qkv && g.shape[0] != 3 * n * d) throw Error(ck.layer_file(e.layer, 0) + ": " + e.name + " does not have 3 × hidden rows");
-    std::size_t row_bytes = esize;
-    for (std::size_t j = 1; j < g.shape.size(); ++j) row_bytes *= static_cast<std::size_t>(g.shape[j]);
-    const std::int64_t rows = g.shape.empty() ? 1 : g.shape[0];
-    Converted c;
-    if (e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose) {
-        std::vector<const std::byte*> row(static_cast<std::size_t>(rows));
-        for (std::int64_t i = 0; i < rows; ++i)
-            row[static_cast<std::size_t>(i)] = g.data.data() + static_cast<std::size_t>(qkv ? qkv_source_row(i, n, d) : i) * row_bytes;
-        pool.take(c, g.data.size());
-        transpose_rows(row.data(), c.buffer.get(), rows, g.shape[1], esize);
-        c.bytes = {c.buffer.get(), g.data.size()};
-        return c;
+// A tensor's bytes as they lie on disk: its TP shards, contiguous and row-major, joined along dim 0
+// (ColumnParallel) or dim 1 (RowParallel) -- or one piece holding the whole tensor (Replicated): a
+// shard of TP 1, or the tensor merged in memory where the shards cannot be used as they are
+// (replicas to average, strided views, fused QKV rows of checkpoint_version < 2).
+struct Pieces {
+    TpRule join = TpRule::Replicated;
+    std::vector<std::span<const std::byte>> bytes;
+    std::vector<std::vector<std::int64_t>> shapes;
+    GlobalTensor merged;  // owns the bytes of the merged form
+};
+
+Pieces tensor_pieces(const DsCheckpoint::Layer& layer, const std::string& name, bool need_merged) {
+    Pieces p;
+    const auto shards = layer.tp_shards(name);
+    const auto rule = tp_rule(name);
+    const bool qkv = name.find("query_key_value.") != std::string::npos;
+    bool direct = !need_merged && (rule != TpRule::Replicated || shards.size() == 1) && !(qkv && layer.checkpoint_version() < 2.0);
+    for (const auto& s : shards) direct = direct && s.contiguous();
+    if (!direct) {
+        p.merged = layer.merge(name);
+        p.bytes = {p.merged.data};
+        p.shapes = {p.merged.shape};
+        return p;
     }
-    if (qkv) {  // the bias: rows of one element
-        pool.take(c, g.data.size());
-        for (std::int64_t i = 0; i < rows; ++i)
-            std::memcpy(c.buffer.get() + static_cast<std::size_t>(i) * row_bytes,
-                        g.data.data() + static_cast<std::size_t>(qkv_source_row(i, n, d)) * row_bytes, row_bytes);
-        c.bytes = {c.buffer.get(), g.data.size()};
-        return c;
+    p.join = shards.size() == 1 ? TpRule::Replicated : rule;
+    for (const auto& s : shards) {
+        p.bytes.push_back(s.bytes());  // checks the storage's CRC-32 once
+        p.shapes.push_back(s.shape);
     }
-    c.merged = std::move(g.data);
-    c.bytes = c.merged;
-    return c;
+    return p;
 }
 
-// Converts entries[0..n) on `workers` threads, each taking the next index, while consume(i, bytes)
-// runs on the calling thread in index order. At most `window` converted tensors wait to be written,
-// so memory stays near (window + workers) x the largest tensor. An error stops the hand-out; the
-// error of the lowest failing index is rethrown (the one a sequential run would have met first),
-// and a failing consume stops and joins the workers before it propagates.
-class ConvertPipeline {
-public:
-    using Convert = std::function<Converted(std::size_t)>;
-    ConvertPipeline(std::size_t n, int workers, const Convert& convert)
-        : slots_(n), window_(static_cast<std::size_t>(workers) + 2), convert_(convert) {
-        for (int w = 0; w < workers; ++w) threads_.emplace_back([this] { work(); });
-    }
-    ~ConvertPipeline() { stop(); }
-    ConvertPipeline(const ConvertPipeline&) = delete;
-    ConvertPipeline& operator=(const ConvertPipeline&) = delete;
+std::size_t row_bytes_of(const std::vector<std::int64_t>& shape, std::size_t esize) {
+    std::size_t n = esize;
+    for (std::size_t j = 1; j < shape.size(); ++j) n *= static_cast<std::size_t>(shape[j]);
+    return n;
+}
 
-    // Tensor i (called with i = 0, 1, 2, ...), waiting for it; release(i) once written.
-    Converted& next(std::size_t i) {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return slots_[i].has_value() || (error_ && error_index_ <= i); });
-        if (!slots_[i]) std::rethrow_exception(error_);
-        return *slots_[i];
+// The rows of the pieces one after the other (not for RowParallel pieces, whose rows are split).
+std::vector<const std::byte*> stacked_rows(const Pieces& p, std::size_t esize) {
+    std::vector<const std::byte*> rows;
+    for (std::size_t k = 0; k < p.bytes.size(); ++k) {
+        const std::size_t rb = row_bytes_of(p.shapes[k], esize);
+        const std::int64_t n = p.shapes[k].empty() ? 1 : p.shapes[k][0];
+        for (std::int64_t i = 0; i < n; ++i) rows.push_back(p.bytes[k].data() + static_cast<std::size_t>(i) * rb);
     }
-    void release(std::size_t i) {
-        std::lock_guard lock(mu_);
-        slots_[i].reset();
-        written_ = i + 1;
-        cv_.notify_all();
-    }
+    return rows;
+}
 
-private:
-    void work() {
-        for (;;) {
-            std::size_t i = 0;
-            {
-                std::unique_lock lock(mu_);
-                cv_.wait(lock, [&] { return stop_ || error_ || next_ >= slots_.size() || next_ < written_ + window_; });
-                if (stop_ || error_ || next_ >= slots_.size()) return;
-                i = next_++;
+// Output pieces are formed in `scratch` about this much at a time: they stay in the cache between
+// the converting pass and write()'s copy into the page cache.
+constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+
+// Writes rows (each `row_bytes`) given by pointers, gathered a chunk at a time.
+void put_rows(const std::vector<const std::byte*>& rows, std::size_t row_bytes, TensorSink& sink, std::vector<std::byte>& scratch) {
+    const std::size_t per_chunk = std::max<std::size_t>(1, kChunkBytes / row_bytes);
+    scratch.resize(std::max(scratch.size(), per_chunk * row_bytes));
+    for (std::size_t i0 = 0; i0 < rows.size(); i0 += per_chunk) {
+        const std::size_t n = std::min(per_chunk, rows.size() - i0);
+        for (std::size_t i = 0; i < n; ++i) std::memcpy(scratch.data() + i * row_bytes, rows[i0 + i], row_bytes);
+        sink.put({scratch.data(), n * row_bytes});
+    }
+}
+
+// Writes the transpose of the matrix whose rows `rows` points at (`cols` elements each), a chunk of
+// output rows (= source columns) at a time.
+void put_transposed(const std::vector<const std::byte*>& rows, std::int64_t cols, std::size_t esize, TensorSink& sink,
+                    std::vector<std::byte>& scratch) {
+    const auto n = static_cast<std::int64_t>(rows.size());
+    const std::size_t out_row = static_cast<std::size_t>(n) * esize;
+    const auto per_chunk = static_cast<std::int64_t>(std::max<std::size_t>(8, kChunkBytes / out_row / 8 * 8));
+    scratch.resize(std::max(scratch.size(), static_cast<std::size_t>(per_chunk) * out_row));
+    for (std::int64_t c0 = 0; c0 < cols; c0 += per_chunk) {
+        const std::int64_t c1 = std::min(cols, c0 + per_chunk);
+        transpose_rows(rows.data(), scratch.data(), n, c0, c1, esize);
+        sink.put({scratch.data(), static_cast<std::size_t>(c1 - c0) * out_row});
+    }
+}
+
+// Writes tensor `e` of `layer` in its Hugging Face layout at the sink, straight from the mapped
+// shards where it can: TP shards are joined, Conv1D weights transposed and fused QKV rows reordered
+// in one pass through a chunk of `scratch`; tensors that need none of it are written from the
+// mapping as they are.
+void write_tensor(const DsCheckpoint& ck, const DsCheckpoint::Layer& layer, const Entry& e, const ModelArgs& m, TensorSink& sink,
+                  std::vector<std::byte>& scratch) {
+    Pieces p = tensor_pieces(layer, e.name, e.transform == Transform::EmbedNorm);
+    const std::size_t esize = dtype_size(e.dtype);
+    if (e.transform == Transform::EmbedNorm) {
+        layer_norm_rows(p.merged, layer.merge("word_embeddings.norm.weight"), layer.merge("word_embeddings.norm.bias"), ck.layer_file(e.layer, 0));
+        sink.put(std::span<const std::byte>(p.merged.data).first(static_cast<std::size_t>(e.bytes())));  // cut_vocabulary's rows
+        return;
+    }
+    const bool qkv = e.transform == Transform::QkvReorder || e.transform == Transform::QkvReorderTranspose;
+    const bool transpose = e.transform == Transform::Transpose || e.transform == Transform::QkvReorderTranspose;
+    if (!qkv && !transpose) {
+        if (p.join != TpRule::RowParallel) {
+            std::uint64_t left = e.bytes();  // less than the pieces for a vocabulary cut (cut_vocabulary)
+            for (const auto& b : p.bytes) {
+                const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, b.size()));
+                sink.put(b.first(n));
+                left -= n;
             }
-            try {
-                Converted c = convert_(i);
-                std::lock_guard lock(mu_);
-                slots_[i] = std::move(c);
-            } catch (...) {
-                std::lock_guard lock(mu_);
-                if (!error_ || i < error_index_) {
-                    error_ = std::current_exception();
-                    error_index_ = i;
+            return;
+        }
+        // Row-parallel weights kept as rows (BLOOM): each row is the pieces' rows side by side.
+        const auto rows = p.shapes[0][0];
+        std::vector<std::size_t> piece(p.bytes.size());
+        std::size_t row_bytes = 0;
+        for (std::size_t k = 0; k < piece.size(); ++k) row_bytes += piece[k] = row_bytes_of(p.shapes[k], esize) ;
+        const std::size_t per_chunk = std::max<std::size_t>(1, kChunkBytes / row_bytes);
+        scratch.resize(std::max(scratch.size(), per_chunk * row_bytes));
+        for (std::int64_t i0 = 0; i0 < rows; i0 += static_cast<std::int64_t>(per_chunk)) {
+            const auto n = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(per_chunk), rows - i0));
+            std::byte* out = scratch.data();
+            for (std::size_t i = 0; i < n; ++i)
+                for (std::size_t k = 0; k < piece.size(); ++k) {
+                    std::memcpy(out, p.bytes[k].data() + (static_cast<std::size_t>(i0) + i) * piece[k], piece[k]);
+                    out += piece[k];
                 }
-            }
-            cv_.notify_all();
+            sink.put({scratch.data(), n * row_bytes});
         }
+        return;
     }
-    void stop() {
-        {
-            std::lock_guard lock(mu_);
-            stop_ = true;
+    if (p.join == TpRule::RowParallel) {  // transposed row-parallel weights: each piece gives a block of output rows
+        for (std::size_t k = 0; k < p.bytes.size(); ++k) {
+            Pieces one;
+            one.bytes = {p.bytes[k]};
+            one.shapes = {p.shapes[k]};
+            put_transposed(stacked_rows(one, esize), p.shapes[k][1], esize, sink, scratch);
         }
-        cv_.notify_all();
-        for (auto& t : threads_) t.join();
+        return;
     }
+    auto rows = stacked_rows(p, esize);
+    if (qkv) {
+        const std::int64_t n = m.num_heads, d = m.hidden_size / m.num_heads;
+        if (static_cast<std::int64_t>(rows.size()) != 3 * n * d)
+            throw Error(ck.layer_file(e.layer, 0) + ": " + e.name + " does not have 3 × hidden rows");
+        std::vector<const std::byte*> reordered(rows.size());
+        for (std::size_t i = 0; i < rows.size(); ++i) reordered[i] = rows[static_cast<std::size_t>(qkv_source_row(static_cast<std::int64_t>(i), n, d))];
+        rows = std::move(reordered);
+    }
+    if (transpose) put_transposed(rows, p.shapes[0][1], esize, sink, scratch);
+    else put_rows(rows, row_bytes_of(p.shapes[0], esize), sink, scratch);
+}
 
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::vector<std::optional<Converted>> slots_;
-    std::size_t window_, next_ = 0, written_ = 0, error_index_ = 0;
-    std::exception_ptr error_;
-    bool stop_ = false;
-    Convert convert_;
-    std::vector<std::thread> threads_;
-};
-
-// The safetensors files (and the index when there are several); tensors are converted by the
-// pipeline's workers and streamed in order into each file as they are ready.
+// The safetensors files (and the index when there are several). The headers are known up front, so
+// `workers` threads each take the next tensor, convert it and write it at its offset in its file:
+// reading, converting and writing overlap across tensors and files, and each worker holds one chunk
+// of output at a time. Then every file is fsync'd and renamed, in parallel.
 void write_weights(const DsCheckpoint& ck, const ModelArgs& m, const std::vector<Entry>& entries, const fs::path& tmp,
                    const ToHfOptions& options, ToHfReport& report) {
     const auto shards = plan_shards(entries, options.max_shard_bytes);
     report.shards = shards.size();
     nlohmann::ordered_json index = {{"metadata", {{"total_size", report.bytes}}}, {"weight_map", nlohmann::ordered_json::object()}};
-    const int workers = workers_or_cores(options.workers);
-    LayerCache layers(ck);
-    BufferPool pool(static_cast<std::size_t>(workers) + 2);
-    ConvertPipeline pipeline(entries.size(), workers, [&](std::size_t i) {
-        const auto layer = layers.get(entries[i].layer);
-        return convert_tensor(ck, *layer, entries[i], m, pool);
-    });
-    std::size_t done = 0;
-    std::uint64_t bytes_done = 0;
+    std::vector<std::unique_ptr<AtomicOutput>> files;
+    std::vector<std::pair<std::size_t, std::uint64_t>> place(entries.size());  // file, offset
     for (std::size_t s = 0; s < shards.size(); ++s) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
@@ -615,18 +654,34 @@ void write_weights(const DsCheckpoint& ck, const ModelArgs& m, const std::vector
             te.push_back({entries[i].hf_name, entries[i].dtype, entries[i].shape});
             index["weight_map"][entries[i].hf_name] = file;
         }
-        write_safetensors_streamed((tmp / file).string(), te, {{"format", "pt"}}, [&](std::size_t k, AtomicOutput& o) {
-            const std::size_t i = shards[s][k];  // shards hold consecutive entries: i == done
-            Converted& c = pipeline.next(i);
-            o.write(c.bytes.data(), c.bytes.size());
-            bytes_done += c.bytes.size();
-            pool.give_back(c);
-            pipeline.release(i);
-            if (i + 1 < entries.size()) layers.drop_before(entries[i + 1].layer);
-            if (options.progress) options.progress(++done, entries.size(), bytes_done, report.bytes);
-        });
+        const auto layout = safetensors_layout((tmp / file).string(), te, {{"format", "pt"}});
+        files.push_back(std::make_unique<AtomicOutput>((tmp / file).string()));
+        files.back()->write(layout.header);
+        files.back()->flush();
+        for (std::size_t k = 0; k < shards[s].size(); ++k) place[shards[s][k]] = {s, layout.offsets[k]};
         report.files.push_back(file);
     }
+    const int workers = workers_or_cores(options.workers);
+    LayerCache layers(ck, entries);
+    std::vector<std::vector<std::byte>> scratch(parallel_workers(entries.size(), workers));
+    std::mutex progress_mu;
+    std::size_t done = 0;
+    std::uint64_t bytes_done = 0;
+    parallel_for_with_worker(entries.size(), workers, [&](std::size_t i, std::size_t w) {
+        const Entry& e = entries[i];
+        TensorSink sink(*files[place[i].first], place[i].second);
+        write_tensor(ck, *layers.get(e.layer), e, m, sink, scratch[w]);
+        if (sink.written() != e.bytes())
+            throw Error("internal: " + e.hf_name + ": " + std::to_string(sink.written()) + " bytes written, the header says " +
+                        std::to_string(e.bytes()));
+        layers.done(e.layer);
+        if (options.progress) {
+            std::lock_guard lock(progress_mu);
+            bytes_done += e.bytes();
+            options.progress(++done, entries.size(), bytes_done, report.bytes);
+        }
+    });
+    parallel_for(files.size(), workers, [&](std::size_t f) { files[f]->commit(); });
     if (shards.size() > 1) {
         write_file_atomic((tmp / "model.safetensors.index.json").string(), index.dump(2) + "\n");
         report.files.push_back("model.safetensors.index.json");
@@ -639,7 +694,7 @@ nlohmann::ordered_json make_config(const DsCheckpoint& ck, const ModelArgs& m, D
     if (m.bloom)
         return {{"architectures", {"BloomForCausalLM"}},
                 {"model_type", "bloom"},
-                {"vocab_size", m.padded_vocab_size},
+                {"vocab_size", m.vocab_size},
                 {"hidden_size", m.hidden_size},
                 {"n_layer", m.num_layers},
                 {"n_head", m.num_heads},
@@ -660,7 +715,7 @@ nlohmann::ordered_json make_config(const DsCheckpoint& ck, const ModelArgs& m, D
     const nlohmann::ordered_json eos_id = eos ? nlohmann::ordered_json(*tokenizer.eos_id) : nlohmann::ordered_json(nullptr);
     return {{"architectures", {"GPT2LMHeadModel"}},
             {"model_type", "gpt2"},
-            {"vocab_size", m.padded_vocab_size},
+            {"vocab_size", m.vocab_size},
             {"n_positions", m.max_positions},
             {"n_embd", m.hidden_size},
             {"n_layer", m.num_layers},
@@ -750,14 +805,16 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
     check_destination(final_dir, options.overwrite);
 
     // Everything is read and checked before anything is written: args, tensors, tokenizer.
-    const ModelArgs m = read_model_args(ck, options.model_type);
+    ModelArgs m = read_model_args(ck, options.model_type);
     if (m.gelu == Gelu::OnnxErf)
         note("--onnx-safe: BMD's erf_gelu divides by 1.41421 where F.gelu uses sqrt(2); exported as \"gelu\" (outputs differ by "
              "about 1e-6 relative)");
-    const std::vector<Entry> entries = plan_tensors(ck, m, note);
+    std::vector<Entry> entries = plan_tensors(ck, m, note);
     const std::int64_t rows = embedding_rows(ck, m, entries);
+    m.vocab_size = exported_vocab_size(ck, rows, options);
+    cut_vocabulary(entries, m.vocab_size);
     const auto tokenizer = hf_detail::find_tokenizer(ck, options, note);
-    hf_detail::check_tokenizer_fits(tokenizer, rows);
+    hf_detail::check_tokenizer_fits(tokenizer, m.vocab_size);
 
     const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
     for (const auto& removed : prepare_output_dir(parent.string(), "destination's folder"))

@@ -10,20 +10,21 @@
 namespace mds::ckpt {
 namespace {
 
-// Transposes with the source rows given by pointers: dst[j * rows + i] = row[i][j] for j < cols.
-// Merged TP shards and the QKV reorder are only other row pointers, so one pass over the bytes
-// does both. Tiles of 64 x 64 keep the 64 source rows' cache lines (and their pages' TLB entries)
-// live while 32 consecutive columns are read from them; every written run is 64 elements long.
+// Tiles of kTile source rows x kTile columns: for each tile the kTile source rows' cache lines (and
+// their pages' TLB entries) stay live while their columns are read, and every output row gets a
+// run of kTile consecutive elements. Columns outer, rows inner: a chunk of output rows is written
+// front to back, so its lines are completed while they are still in the cache.
+constexpr std::int64_t kTile = 64;
+
 template <class T>
-void transpose_rows_typed(const std::byte* const* row, std::byte* out, std::int64_t rows, std::int64_t cols) {
+void transpose_rows_typed(const std::byte* const* row, std::byte* out, std::int64_t rows, std::int64_t c0, std::int64_t c1) {
     T* dst = reinterpret_cast<T*>(out);
-    constexpr std::int64_t kTile = 64;
-    for (std::int64_t i0 = 0; i0 < rows; i0 += kTile) {
-        const std::int64_t i1 = std::min(rows, i0 + kTile);
-        for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
-            const std::int64_t j1 = std::min(cols, j0 + kTile);
+    for (std::int64_t j0 = c0; j0 < c1; j0 += kTile) {
+        const std::int64_t j1 = std::min(c1, j0 + kTile);
+        for (std::int64_t i0 = 0; i0 < rows; i0 += kTile) {
+            const std::int64_t i1 = std::min(rows, i0 + kTile);
             for (std::int64_t j = j0; j < j1; ++j) {
-                T* d = dst + j * rows;
+                T* d = dst + (j - c0) * rows;
                 for (std::int64_t i = i0; i < i1; ++i) std::memcpy(d + i, row[i] + j * static_cast<std::int64_t>(sizeof(T)), sizeof(T));
             }
         }
@@ -51,23 +52,22 @@ inline void transpose_8x8_u16(const std::byte* const* row, std::int64_t j, std::
     }
 }
 
-// bf16 / fp16, the dtypes of real checkpoints: 8 x 8 register tiles inside 64 x 64 cache tiles.
-void transpose_rows_u16(const std::byte* const* row, std::byte* out, std::int64_t rows, std::int64_t cols) {
+// bf16 / fp16, the dtypes of real checkpoints: 8 x 8 register tiles inside the cache tiles.
+void transpose_rows_u16(const std::byte* const* row, std::byte* out, std::int64_t rows, std::int64_t c0, std::int64_t c1) {
     auto* dst = reinterpret_cast<std::uint16_t*>(out);
-    constexpr std::int64_t kTile = 64;
-    for (std::int64_t i0 = 0; i0 < rows; i0 += kTile) {
-        const std::int64_t i1 = std::min(rows, i0 + kTile);
-        for (std::int64_t j0 = 0; j0 < cols; j0 += kTile) {
-            const std::int64_t j1 = std::min(cols, j0 + kTile);
+    for (std::int64_t j0 = c0; j0 < c1; j0 += kTile) {
+        const std::int64_t j1 = std::min(c1, j0 + kTile);
+        for (std::int64_t i0 = 0; i0 < rows; i0 += kTile) {
+            const std::int64_t i1 = std::min(rows, i0 + kTile);
             std::int64_t i = i0;
             for (; i + 8 <= i1; i += 8) {
                 std::int64_t j = j0;
-                for (; j + 8 <= j1; j += 8) transpose_8x8_u16(row + i, j, dst + j * rows + i, rows);
+                for (; j + 8 <= j1; j += 8) transpose_8x8_u16(row + i, j, dst + (j - c0) * rows + i, rows);
                 for (; j < j1; ++j)
-                    for (std::int64_t k = i; k < i + 8; ++k) std::memcpy(dst + j * rows + k, row[k] + j * 2, 2);
+                    for (std::int64_t k = i; k < i + 8; ++k) std::memcpy(dst + (j - c0) * rows + k, row[k] + j * 2, 2);
             }
             for (; i < i1; ++i)
-                for (std::int64_t j = j0; j < j1; ++j) std::memcpy(dst + j * rows + i, row[i] + j * 2, 2);
+                for (std::int64_t j = j0; j < j1; ++j) std::memcpy(dst + (j - c0) * rows + i, row[i] + j * 2, 2);
         }
     }
 }
@@ -75,16 +75,17 @@ void transpose_rows_u16(const std::byte* const* row, std::byte* out, std::int64_
 
 }  // namespace
 
-void transpose_rows(const std::byte* const* row, std::byte* out, std::int64_t rows, std::int64_t cols, std::size_t esize) {
+void transpose_rows(const std::byte* const* row, std::byte* out, std::int64_t rows, std::int64_t col_begin, std::int64_t col_end,
+                    std::size_t esize) {
     switch (esize) {
 #if defined(__SSE2__)
-    case 2: transpose_rows_u16(row, out, rows, cols); break;
+    case 2: transpose_rows_u16(row, out, rows, col_begin, col_end); break;
 #else
-    case 2: transpose_rows_typed<std::uint16_t>(row, out, rows, cols); break;
+    case 2: transpose_rows_typed<std::uint16_t>(row, out, rows, col_begin, col_end); break;
 #endif
-    case 4: transpose_rows_typed<std::uint32_t>(row, out, rows, cols); break;
-    case 8: transpose_rows_typed<std::uint64_t>(row, out, rows, cols); break;
-    default: transpose_rows_typed<std::uint8_t>(row, out, rows, cols); break;
+    case 4: transpose_rows_typed<std::uint32_t>(row, out, rows, col_begin, col_end); break;
+    case 8: transpose_rows_typed<std::uint64_t>(row, out, rows, col_begin, col_end); break;
+    default: transpose_rows_typed<std::uint8_t>(row, out, rows, col_begin, col_end); break;
     }
 }
 

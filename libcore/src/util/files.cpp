@@ -162,6 +162,30 @@ void AtomicOutput::write(const void* data, std::size_t n) {
     buffer_.append(static_cast<const char*>(data), n);
 }
 
+void AtomicOutput::write_at(std::uint64_t offset, const void* data, std::size_t n) {
+    if (fd_ < 0) throw Error("internal: write to a closed output " + final_path_);
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+        const ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            throw Error(errno_message("cannot write " + temp_path_ + " at byte " + std::to_string(offset), errno));
+        }
+        p += w;
+        n -= static_cast<std::size_t>(w);
+        offset += static_cast<std::uint64_t>(w);
+    }
+}
+
+void AtomicOutput::start_writeback(std::uint64_t offset, std::size_t n) {
+#if defined(__linux__)
+    if (fd_ >= 0) (void)::sync_file_range(fd_, static_cast<off64_t>(offset), static_cast<off64_t>(n), SYNC_FILE_RANGE_WRITE);
+#else
+    (void)offset;
+    (void)n;
+#endif
+}
+
 void AtomicOutput::append_file(const std::string& path) {
     MappedFile in(path);
     const char* p = reinterpret_cast<const char*>(in.data());

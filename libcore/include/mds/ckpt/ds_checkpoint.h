@@ -76,6 +76,14 @@ public:
         // fp32 and rounded back (identical shards give their value back bit for bit). Fused QKV
         // rows are normalised to the [heads, 3, head_dim] layout of checkpoint_version >= 2.
         GlobalTensor merge(const std::string& name) const;
+        // The TP shards of `name` (views into the mapped files, data not yet verified), checked to
+        // fit together as merge() checks them: the same dtype, and the same shape except along the
+        // dimension tp_rule(name) concatenates. For readers that lay shards out themselves.
+        std::vector<TorchTensor> tp_shards(const std::string& name) const;
+        // Megatron's checkpoint_version of the args (fused QKV rows: [heads, 3, d] from 2.0 on) and
+        // the attention heads over all TP ranks.
+        double checkpoint_version() const { return version_; }
+        std::int64_t heads() const { return heads_; }
 
     private:
         friend class DsCheckpoint;

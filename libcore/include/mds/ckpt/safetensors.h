@@ -75,6 +75,17 @@ struct TensorEntry {
     DType dtype = DType::F32;
     std::vector<std::int64_t> shape;
 };
+// The bytes a safetensors file starts with (the 8-byte length, then the JSON header padded with
+// spaces to a multiple of 8) and where each tensor's data begins in the file: for writers that fill
+// the data themselves (mds-ckpt-to-hf's workers write tensors at their offsets in parallel).
+// Errors (a duplicate or reserved name, a shape too large) name `path`.
+struct SafetensorsLayout {
+    std::string header;
+    std::vector<std::uint64_t> offsets;  // file offsets, one per tensor
+    std::uint64_t file_size = 0;
+};
+SafetensorsLayout safetensors_layout(const std::string& path, const std::vector<TensorEntry>& tensors,
+                                     const std::map<std::string, std::string>& metadata);
 void write_safetensors_streamed(const std::string& path, const std::vector<TensorEntry>& tensors,
                                 const std::map<std::string, std::string>& metadata,
                                 const std::function<void(std::size_t index, AtomicOutput& out)>& write_data);

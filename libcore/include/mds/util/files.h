@@ -48,6 +48,16 @@ public:
     void write(std::string_view s) { write(s.data(), s.size()); }
     // Copies the whole content of another file (used to merge .bin files).
     void append_file(const std::string& path);
+    // Writes what write() buffered so far.
+    void flush();
+    // Positional writes, for several threads filling a file whose layout is known up front (each
+    // thread its own byte ranges): pwrite of `n` bytes at `offset`, bypassing the buffer (flush()
+    // what write() buffered first). bytes_written() counts only write()'s bytes. Thread-safe.
+    void write_at(std::uint64_t offset, const void* data, std::size_t n);
+    // Asks the kernel to start writing [offset, offset + n) to the disk now (sync_file_range),
+    // without waiting, so that commit()'s fsync finds little left to do. Thread-safe; a no-op where
+    // the system has no such call.
+    void start_writeback(std::uint64_t offset, std::size_t n);
     std::uint64_t bytes_written() const { return written_; }
     const std::string& final_path() const { return final_path_; }
     const std::string& temp_path() const { return temp_path_; }
@@ -58,8 +68,6 @@ public:
     void discard() noexcept;
 
 private:
-    void flush();
-
     std::string final_path_;
     std::string temp_path_;
     int fd_ = -1;

@@ -26,6 +26,7 @@ void print_summary(const mds::data::PreprocessSummary& s, bool json) {
         for (const auto& k : s.keys)
             j["outputs"].push_back({{"key", k.key}, {"prefix", k.prefix}, {"documents", k.documents},
                                     {"empty_documents", k.empty}, {"tokens", k.tokens}});
+        if (s.sft) j["empty_examples"] = s.empty_examples;
         // Paths need not be UTF-8 (a Latin-1 file name): replace bad bytes rather than throw after
         // the outputs are already in place.
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -38,6 +39,10 @@ void print_summary(const mds::data::PreprocessSummary& s, bool json) {
     if (s.blank_lines || s.bad_lines)
         std::fprintf(stderr, "mds-preprocess: skipped %llu blank and %llu malformed lines\n",
                      static_cast<unsigned long long>(s.blank_lines), static_cast<unsigned long long>(s.bad_lines));
+    if (s.sft)
+        std::fprintf(stderr, "mds-preprocess: %llu examples written, %llu with an empty prompt or answer skipped\n",
+                     static_cast<unsigned long long>(s.keys.empty() ? 0 : s.keys[0].documents),
+                     static_cast<unsigned long long>(s.empty_examples));
     for (const auto& k : s.keys)
         std::fprintf(stderr, "mds-preprocess: %s.bin/.idx: %llu documents, %llu tokens (%s), %llu empty skipped\n",
                      k.prefix.c_str(), static_cast<unsigned long long>(k.documents),
@@ -52,6 +57,7 @@ int main(int argc, char** argv) {
         std::vector<std::string> datasets;
         std::string dataset_impl = "mmap";
         mds::ProgressFlags progress;
+        mds::data::SftFlags sft;
         bool json = false, split_sentences = false;
 
         CLI::App app{"Tokenize jsonl documents into a Megatron indexed dataset ({prefix}_{key}_document.bin/.idx),\n"
@@ -86,10 +92,29 @@ int main(int argc, char** argv) {
             ->type_name("FILE");
         app.add_option("--eod-token", opt.eod_token, "End-of-document token for --append-eod (default <|endoftext|>, "
                                                      "or </s> for tokenizer.json files that have it)")->type_name("TOKEN");
-        app.add_flag("--append-eod", opt.append_eod, "Append the end-of-document token to every non-empty document");
+        app.add_flag("--append-eod", opt.append_eod, "Append the end-of-document token to every non-empty document "
+                                                     "(SFT data: to every answer only)");
+        app.add_flag("--prepend-space", opt.prepend_space, "Put one space before each text (SFT data: before each "
+                                                           "answer), as xP3's targets were made");
         shared("--make-vocab-size-divisible-by", "Accepted for Megatron compatibility; does not change the output")
             ->default_str("128")->check(mds::number_in(1, 1 << 30));
         app.add_flag("--split-sentences", split_sentences, "Not supported (needs NLTK punkt); an error if given");
+        app.option_defaults()->group("Supervised fine-tuning data");
+        app.add_flag("--sft", sft.sft, "Each line is one example: its prompt and answer go to {prefix}_inputs_document "
+                                       "and {prefix}_targets_document (implied by the flags below)");
+        app.add_option("--prompt-key", sft.prompt_key, "Field holding the prompt")->default_str("prompt")->type_name("KEY");
+        app.add_option("--answer-key", sft.answer_key, "Field holding the answer")->default_str("answer")->type_name("KEY");
+        app.add_option("--messages-key", sft.messages_key, "Field holding a chat list of {\"role\", \"content\"} "
+                                                           "messages; the last assistant message is the answer")
+            ->type_name("KEY");
+        app.add_option("--chat-template", sft.chat_template, "Rendering of message lists: chatml or zephyr")
+            ->default_str("chatml")->type_name("NAME");
+        app.add_option("--chat-message", sft.chat_message, "Each message before the answer ({role}, {content}; \\n "
+                                                           "for a newline)")->type_name("TEXT");
+        app.add_option("--chat-answer-prefix", sft.chat_answer_prefix, "Text that ends the prompt")->type_name("TEXT");
+        app.add_option("--chat-answer-suffix", sft.chat_answer_suffix, "Text that ends the answer")->type_name("TEXT");
+        app.add_flag("--strict", sft.strict, "An example with an empty prompt or answer is an error (default: skipped "
+                                             "and counted)");
         app.option_defaults()->group("Execution");
         app.add_option("--workers", opt.workers, "Tokenizing threads; the output does not depend on it")
             ->default_str("1")->check(mds::number_in(1, 1024));
@@ -110,12 +135,16 @@ int main(int argc, char** argv) {
         if (tokenizer_type == "PretrainedFromHF" && opt.tokenizer_file.empty())
             throw mds::UsageError("--tokenizer-type PretrainedFromHF needs --tokenizer-file (a tokenizer.json)");
         if (opt.output_prefix.empty()) throw mds::UsageError("--output-prefix is required");
+        opt.sft = mds::data::resolve_sft_flags(sft, app.count("--json-keys") > 0);
         opt.progress = progress.resolved();
         opt.progress_interval_s = progress.interval_s;
         const bool quiet = progress.quiet;
 
         if (!datasets.empty()) {
             if (!opt.inputs.empty()) throw mds::UsageError("--datasets (merge) and --input cannot be used together");
+            // An SFT pair is merged as two datasets: --datasets A_inputs_document B_inputs_document, then targets.
+            if (opt.sft.enabled) throw mds::UsageError("--datasets merges one dataset; merge the inputs and the targets "
+                                                       "of SFT data in two runs");
             mds::data::check_output_prefix(opt.output_prefix);
             mds::data::merge_datasets(datasets, opt.output_prefix);
             if (!quiet)

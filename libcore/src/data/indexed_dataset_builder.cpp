@@ -69,15 +69,15 @@ void IndexedDatasetBuilder::merge(const std::string& prefix) {
     bin_->append_file(bin_path(prefix));
 }
 
-void IndexedDatasetBuilder::finalize() {
-    AtomicOutput idx(idx_path(prefix_), std::size_t{4} << 20);
-    auto put = [&](const auto& v) { idx.write(&v, sizeof v); };
-    idx.write(kIndexMagic, sizeof kIndexMagic);
+std::unique_ptr<AtomicOutput> IndexedDatasetBuilder::write_index() const {
+    auto idx = std::make_unique<AtomicOutput>(idx_path(prefix_), std::size_t{4} << 20);
+    auto put = [&](const auto& v) { idx->write(&v, sizeof v); };
+    idx->write(kIndexMagic, sizeof kIndexMagic);
     put(std::uint64_t{1});
     put(static_cast<std::uint8_t>(dtype_));
     put(static_cast<std::uint64_t>(sizes_.size()));
     put(static_cast<std::uint64_t>(doc_idx_.size()));
-    idx.write(sizes_.data(), sizes_.size() * sizeof(std::int32_t));
+    idx->write(sizes_.data(), sizes_.size() * sizeof(std::int32_t));
     // Pointers are byte offsets recomputed from the sizes (exclusive prefix sum), as Megatron does.
     std::vector<std::int64_t> pointers;
     constexpr std::size_t kChunk = 1 << 16;
@@ -88,18 +88,30 @@ void IndexedDatasetBuilder::finalize() {
         pointers.push_back(ptr);
         ptr += static_cast<std::int64_t>(sizes_[i]) * item;
         if (pointers.size() == kChunk) {
-            idx.write(pointers.data(), pointers.size() * sizeof(std::int64_t));
+            idx->write(pointers.data(), pointers.size() * sizeof(std::int64_t));
             pointers.clear();
         }
     }
-    idx.write(pointers.data(), pointers.size() * sizeof(std::int64_t));
-    idx.write(doc_idx_.data(), doc_idx_.size() * sizeof(std::int64_t));
+    idx->write(pointers.data(), pointers.size() * sizeof(std::int64_t));
+    idx->write(doc_idx_.data(), doc_idx_.size() * sizeof(std::int64_t));
+    return idx;
+}
+
+void IndexedDatasetBuilder::commit_bin() { bin_->commit(); }
+
+void IndexedDatasetBuilder::finalize() { finalize_datasets({this}); }
+
+void finalize_datasets(const std::vector<IndexedDatasetBuilder*>& builders) {
+    std::vector<std::unique_ptr<AtomicOutput>> indexes;
+    for (auto* b : builders) indexes.push_back(b->write_index());
     // A stale .idx goes first and the new one comes last: an .idx under its final name always
     // describes the .bin beside it (a crash in between leaves a .bin without .idx, never a mismatch).
-    if (file_exists(idx_path(prefix_)) && std::remove(idx_path(prefix_).c_str()) != 0)
-        throw Error(errno_message("cannot replace " + idx_path(prefix_), errno));
-    bin_->commit();
-    idx.commit();
+    for (const auto& idx : indexes) {
+        const std::string& path = idx->final_path();
+        if (file_exists(path) && std::remove(path.c_str()) != 0) throw Error(errno_message("cannot replace " + path, errno));
+    }
+    for (auto* b : builders) b->commit_bin();
+    for (auto& idx : indexes) idx->commit();
 }
 
 void merge_datasets(const std::vector<std::string>& input_prefixes, const std::string& output_prefix) {

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,7 @@ struct BatchResult {
     };
     std::vector<Key> keys;
     std::uint64_t lines = 0, blank = 0, bad = 0, bytes = 0;
+    std::uint64_t empty_examples = 0;       // SFT mode: skipped, prompt or answer empty
     std::vector<std::string> bad_messages;  // first few, for warnings
     std::uint64_t raw_consumed = 0;
 };
@@ -76,11 +78,44 @@ bool is_blank(std::string_view line) {
 // Per-thread state: parser and encoder with its cache.
 struct Worker {
     JsonLineParser parser;
+    std::optional<SftExampleParser> sft;  // SFT mode
+    SftExampleParser::Example example;
     const tok::Tokenizer& tokenizer;
     tok::Encoder encoder;
     std::vector<std::string> values;
-    Worker(const PreprocessOptions& o, const tok::Tokenizer& t) : parser(o.json_keys), tokenizer(t), encoder(t) {}
+    Worker(const PreprocessOptions& o, const tok::Tokenizer& t) : parser(o.json_keys), tokenizer(t), encoder(t) {
+        if (o.sft.enabled) sft.emplace(o.sft, o.prepend_space);
+    }
 };
+
+// SFT mode: one line is one example, written to both outputs or to neither, so that document i of
+// the inputs and of the targets always belong together (Megatron's "empty document skipped" rule,
+// applied per key, would shift one of them).
+void process_sft_line(const std::function<std::string()>& where, Worker& w, const PreprocessOptions& o, std::int32_t eod,
+                      BatchResult& r) {
+    auto& in = r.keys[0];
+    auto& tg = r.keys[1];
+    const std::size_t in_before = in.ids.size(), tg_before = tg.ids.size();
+    tok::encode_long_text(w.encoder, w.tokenizer, w.example.prompt, in.ids);
+    tok::encode_long_text(w.encoder, w.tokenizer, w.example.answer, tg.ids);
+    const bool no_prompt = in.ids.size() == in_before;
+    if (no_prompt || w.example.answer_empty || tg.ids.size() == tg_before) {
+        in.ids.resize(in_before);
+        tg.ids.resize(tg_before);
+        std::string why = where() + ": " + (no_prompt ? "the prompt" : "the answer") + " is empty";
+        if (o.sft.strict) throw Error(why + " (--strict; without it such examples are skipped and counted)");
+        ++r.empty_examples;
+        if (r.bad_messages.size() < 5)
+            r.bad_messages.push_back(why + " (examples with an empty prompt or answer are skipped; --strict stops instead)");
+    } else {
+        if (o.append_eod) tg.ids.push_back(eod);  // after the answer only (xP3)
+        in.doc_sizes.push_back(static_cast<std::uint32_t>(in.ids.size() - in_before));
+        tg.doc_sizes.push_back(static_cast<std::uint32_t>(tg.ids.size() - tg_before));
+    }
+    // A huge example's text is not kept for the rest of the run.
+    for (std::string* text : {&w.example.prompt, &w.example.answer})
+        if (text->capacity() > (std::size_t{16} << 20)) std::string().swap(*text);
+}
 
 BatchResult process_batch(const LineBatch& batch, const std::string& name, Worker& w, const PreprocessOptions& o,
                           std::int32_t eod) {
@@ -104,13 +139,19 @@ BatchResult process_batch(const LineBatch& batch, const std::string& name, Worke
             continue;
         }
         try {
-            w.parser.parse(line, w.values);
+            if (w.sft) w.sft->parse(line, w.example);
+            else w.parser.parse(line, w.values);
         } catch (const JsonError& e) {
             bad_line(line_name(i) + ":" + std::to_string(e.offset() + 1) + ": " + e.reason());
             continue;
         }
         ++r.lines;
+        if (w.sft) {
+            process_sft_line([&] { return line_name(i); }, w, o, eod, r);
+            continue;
+        }
         for (std::size_t k = 0; k < o.json_keys.size(); ++k) {
+            if (o.prepend_space) w.values[k].insert(0, 1, ' ');
             auto& out = r.keys[k];
             std::size_t before = out.ids.size();
             // A long document's ids go into room reserved once (a token covers at least a byte, so
@@ -201,6 +242,7 @@ public:
             summary_.keys[k].tokens += kr.ids.size();
         }
         summary_.lines += r.lines;
+        summary_.empty_examples += r.empty_examples;
         summary_.blank_lines += r.blank;
         summary_.bad_lines += r.bad;
         summary_.input_bytes += r.bytes;
@@ -213,7 +255,10 @@ public:
     void input_done(std::uint64_t raw_consumed) { raw_done_before_ += raw_consumed; }
 
     PreprocessSummary finish() {
-        for (auto& b : builders_) b->finalize();
+        // All outputs appear together (the SFT pair must never be half replaced): see finalize_datasets.
+        std::vector<IndexedDatasetBuilder*> all;
+        for (auto& b : builders_) all.push_back(b.get());
+        finalize_datasets(all);
         progress_.finish();
         summary_.seconds = progress_.elapsed_s();
         return summary_;
@@ -354,7 +399,14 @@ void tokenize_parallel(const PreprocessOptions& o, const tok::Tokenizer& tokeniz
 
 }  // namespace
 
-PreprocessSummary preprocess(const PreprocessOptions& o) {
+PreprocessSummary preprocess(const PreprocessOptions& options) {
+    PreprocessOptions sft_options;
+    if (options.sft.enabled) {
+        if (!options.sft.messages_key.empty()) check_chat_template(options.sft.chat);
+        sft_options = options;
+        sft_options.json_keys = {"inputs", "targets"};  // BMD's names: {prefix}_inputs_document, _targets_document
+    }
+    const PreprocessOptions& o = options.sft.enabled ? sft_options : options;
     check_jsonl_flags(o.inputs, o.json_keys, o.workers);
     if (o.output_prefix.empty()) throw UsageError("--output-prefix is required");
     if (o.max_document_bytes < 1) throw UsageError("--max-document-bytes must be at least 1");
@@ -363,7 +415,9 @@ PreprocessSummary preprocess(const PreprocessOptions& o) {
     Outputs out(o, tokenizer);
     if (o.workers == 1) tokenize_serial(o, tokenizer, out);
     else tokenize_parallel(o, tokenizer, out);
-    return out.finish();
+    PreprocessSummary summary = out.finish();
+    summary.sft = o.sft.enabled;
+    return summary;
 }
 
 }  // namespace mds::data

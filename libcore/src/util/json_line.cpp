@@ -355,6 +355,7 @@ void parse_value(Cursor& c, int depth, std::string* out_string, char* out_kind, 
 
 const char* kind_name(char kind) {
     switch (kind) {
+        case 's': return "a string";
         case 'o': return "an object";
         case 'a': return "an array";
         case 'n': return "null";
@@ -363,13 +364,12 @@ const char* kind_name(char kind) {
     }
 }
 
-}  // namespace
-
-JsonLineParser::JsonLineParser(std::vector<std::string> keys) : keys_(std::move(keys)) {}
-
-void JsonLineParser::parse(std::string_view line, std::vector<std::string>& values) {
-    values.resize(keys_.size());
-    std::vector<FieldState> fields(keys_.size());
+// The whole line: one JSON object, nothing after it; the values of `keys` decoded into `values` and
+// described in `fields`.
+void parse_top_level(std::string_view line, const std::vector<std::string>& keys, std::vector<std::string>& values,
+                     std::vector<FieldState>& fields, std::string& scratch) {
+    values.resize(keys.size());
+    fields.assign(keys.size(), FieldState{});
     Cursor c{line.data(), line.data(), line.data() + line.size()};
     c.skip_ws();
     if (c.at_end()) c.fail("empty line, expected a JSON object");
@@ -380,9 +380,18 @@ void JsonLineParser::parse(std::string_view line, std::vector<std::string>& valu
         parse_value(v, 0, nullptr, &kind, nullptr);
         c.fail("expected a JSON object, found " + std::string(kind == 'a' ? "an array" : kind == 's' ? "a string" : "a scalar"));
     }
-    parse_object_body(c, 0, &keys_, &values, &fields, scratch_);
+    parse_object_body(c, 0, &keys, &values, &fields, scratch);
     c.skip_ws();
     if (!c.at_end()) c.fail("extra data after the JSON object: " + describe(c.peek()));
+}
+
+}  // namespace
+
+JsonLineParser::JsonLineParser(std::vector<std::string> keys) : keys_(std::move(keys)) {}
+
+void JsonLineParser::parse(std::string_view line, std::vector<std::string>& values) {
+    std::vector<FieldState> fields;
+    parse_top_level(line, keys_, values, fields, scratch_);
     // Only now, as Megatron looks the keys up after json.loads, in --json-keys order.
     for (std::size_t i = 0; i < keys_.size(); ++i) {
         const FieldState& f = fields[i];
@@ -393,6 +402,67 @@ void JsonLineParser::parse(std::string_view line, std::vector<std::string>& valu
             throw JsonError(f.lone_surrogate_at, "lone surrogate \\" +
                                                      std::string(line.substr(f.lone_surrogate_at + 1, 5)) +
                                                      " in field '" + keys_[i] + "' cannot be encoded as UTF-8");
+    }
+}
+
+namespace {
+
+// One message object of a chat list, starting at '{' (the line was validated already, so only the
+// fields' types and values are judged here). `index` is the 1-based position for messages.
+JsonChatMessage parse_chat_message(Cursor& c, std::size_t index, std::string& key) {
+    JsonChatMessage m;
+    m.offset = static_cast<std::size_t>(c.p - c.begin);
+    const std::string what = "message " + std::to_string(index);
+    if (c.peek() != '{') {
+        char kind = 0;
+        Cursor v = c;
+        parse_value(v, 0, nullptr, &kind, nullptr);
+        c.fail(what + " is " + kind_name(kind) + ", expected an object with \"role\" and \"content\"");
+    }
+    const std::vector<std::string> names = {"role", "content"};
+    std::vector<std::string> values(2);
+    std::vector<FieldState> fields(2);
+    parse_object_body(c, 1, &names, &values, &fields, key);
+    for (std::size_t i = 0; i < 2; ++i) {
+        const FieldState& f = fields[i];
+        if (!f.found) throw JsonError(m.offset, what + " has no \"" + names[i] + "\" field");
+        if (f.kind != 's')
+            throw JsonError(f.value_at, what + ": \"" + names[i] + "\" is " + kind_name(f.kind) + ", expected a string");
+        if (f.lone_surrogate_at != kNone)
+            throw JsonError(f.lone_surrogate_at, what + ": lone surrogate in \"" + names[i] + "\" cannot be encoded as UTF-8");
+    }
+    m.role = std::move(values[0]);
+    m.content = std::move(values[1]);
+    return m;
+}
+
+}  // namespace
+
+void parse_chat_messages(std::string_view line, const std::string& key, std::vector<JsonChatMessage>& messages) {
+    messages.clear();
+    const std::vector<std::string> keys = {key};
+    std::vector<std::string> values;
+    std::vector<FieldState> fields;
+    std::string scratch;
+    parse_top_level(line, keys, values, fields, scratch);
+    const FieldState& f = fields[0];
+    if (!f.found) throw JsonError(0, "field '" + key + "' not found");
+    if (f.kind != 'a')
+        throw JsonError(f.value_at, "field '" + key + "' is " + kind_name(f.kind) + ", expected a list of messages");
+    // Second pass over the list, whose syntax the first pass checked.
+    Cursor c{line.data(), line.data() + f.value_at, line.data() + line.size()};
+    ++c.p;  // '['
+    c.skip_ws();
+    if (c.peek() == ']') return;
+    for (;;) {
+        c.skip_ws();
+        messages.push_back(parse_chat_message(c, messages.size() + 1, scratch));
+        c.skip_ws();
+        if (c.peek() == ',') {
+            ++c.p;
+            continue;
+        }
+        return;  // ']'
     }
 }
 

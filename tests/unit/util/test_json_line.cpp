@@ -506,3 +506,80 @@ TEST_CASE("check_json_depth refuses deep nesting before any parse, ignoring brac
     CHECK_NOTHROW(mds::check_json_depth("[\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"]", "doc"));
     CHECK_THROWS_AS(mds::check_json_depth("[[[", "doc", 2), mds::Error);
 }
+
+// ---- chat message lists (parse_chat_messages, for mds-preprocess --messages-key) -------------------
+
+namespace {
+
+std::vector<mds::JsonChatMessage> chat_ok(std::string_view line, const std::string& key = "messages") {
+    std::vector<mds::JsonChatMessage> out;
+    try {
+        mds::parse_chat_messages(line, key, out);
+    } catch (const JsonError& e) {
+        FAIL_CHECK("unexpected JsonError for " << std::string(line) << ": " << std::string(e.what()));
+    }
+    return out;
+}
+
+Failure chat_err(std::string_view line, const std::string& key = "messages") {
+    std::vector<mds::JsonChatMessage> out;
+    Failure f;
+    try {
+        mds::parse_chat_messages(line, key, out);
+    } catch (const JsonError& e) {
+        f.thrown = true;
+        f.offset = e.offset();
+        f.reason = e.reason();
+    }
+    return f;
+}
+
+}  // namespace
+
+TEST_CASE("chat messages: roles and contents decoded, other fields ignored, offsets of each message") {
+    const std::string line =
+        R"({"id": 3, "messages": [{"role": "system", "content": "Be \"brief\"\n", "name": {"x": [1]}},)"
+        R"( {"content": "caf\u00e9 \/ \ud83d\ude00", "role": "user"}, {"role": "assistant", "content": ""}], "z": null})";
+    const auto m = chat_ok(line);
+    REQUIRE(m.size() == 3);
+    CHECK(m[0].role == "system");
+    CHECK(m[0].content == "Be \"brief\"\n");
+    CHECK(m[1].role == "user");
+    CHECK(m[1].content == "caf\xC3\xA9 / \xF0\x9F\x98\x80");
+    CHECK(m[2].content.empty());
+    CHECK(line.substr(m[0].offset, 9) == R"({"role": )");
+    CHECK(line.substr(m[1].offset, 12) == R"({"content": )");
+    CHECK(chat_ok(R"({"messages": []})").empty());
+    // Duplicates: the last wins, for the list (as Python's dict) and inside a message.
+    const auto d = chat_ok(R"({"messages": 5, "messages": [{"role": "user", "role": "assistant", "content": "a"}]})");
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].role == "assistant");
+}
+
+TEST_CASE("chat messages: every malformed shape is a JsonError pointing at the culprit") {
+    Failure f = chat_err(R"({"text": "x"})");
+    CHECK(f.thrown);
+    CHECK(f.reason.find("'messages' not found") != std::string::npos);
+    f = chat_err(R"({"messages": "hello"})");
+    CHECK(f.offset == 13);
+    CHECK(f.reason.find("is a string, expected a list of messages") != std::string::npos);
+    f = chat_err(R"({"messages": [{"role": "user", "content": "a"}, "hi"]})");
+    CHECK(f.offset == 48);
+    CHECK(f.reason.find("message 2 is a string, expected an object") != std::string::npos);
+    f = chat_err(R"({"messages": [{"role": "user"}]})");
+    CHECK(f.offset == 14);
+    CHECK(f.reason.find("message 1 has no \"content\" field") != std::string::npos);
+    f = chat_err(R"({"messages": [{"role": "user", "content": ["part"]}]})");
+    CHECK(f.offset == 42);
+    CHECK(f.reason.find("\"content\" is an array, expected a string") != std::string::npos);
+    f = chat_err(R"({"messages": [{"role": null, "content": "x"}]})");
+    CHECK(f.reason.find("\"role\" is null, expected a string") != std::string::npos);
+    f = chat_err(R"({"messages": [{"role": "user", "content": "a\udc00"}]})");
+    CHECK(f.offset == 44);
+    CHECK(f.reason.find("lone surrogate") != std::string::npos);
+    // Syntax errors are found before any field is judged.
+    f = chat_err(R"({"messages": [{"role": "user", "content": "a"},]})");
+    CHECK(f.thrown);
+    CHECK(f.reason.find("expected a value") != std::string::npos);
+    CHECK(chat_err(R"([{"role": "user", "content": "a"}])").reason.find("expected a JSON object") != std::string::npos);
+}

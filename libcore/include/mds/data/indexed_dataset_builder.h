@@ -25,8 +25,12 @@ public:
     void end_document();
     // Appends a whole existing dataset (Megatron's merge_file_); its dtype must match.
     void merge(const std::string& prefix);
-    // Writes the .idx, then moves both files into place.
+    // Writes the .idx, then moves both files into place (finalize_datasets of this one builder).
     void finalize();
+    // The .idx written to its temporary, not moved into place yet.
+    std::unique_ptr<AtomicOutput> write_index() const;
+    // Moves the .bin into place (finalize_datasets calls it; the .idx goes after).
+    void commit_bin();
 
     std::size_t num_sequences() const { return sizes_.size(); }
     std::size_t num_documents() const { return doc_idx_.size() - 1; }
@@ -41,6 +45,14 @@ private:
     std::uint64_t tokens_ = 0;
     std::vector<char> scratch_;
 };
+
+// Finalizes several datasets written together (all --json-keys of a run, or the inputs / targets pair of
+// SFT data) so that they appear together: every .idx is written to its temporary first, then the stale
+// .idx files are removed, then the .bin files and last the .idx files are moved into place. A crash
+// between two renames leaves a .bin without its .idx (not a dataset), never an .idx that does not
+// describe the .bin beside it; a failure while the .idx files are written leaves the previous datasets
+// untouched.
+void finalize_datasets(const std::vector<IndexedDatasetBuilder*>& builders);
 
 // Merges datasets into one at `output_prefix`, byte-identical to a single preprocessing run over
 // the concatenated inputs (Megatron's merge_preprocessed_data.py).

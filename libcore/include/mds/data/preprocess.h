@@ -4,12 +4,15 @@
 // threads in batches of lines and written back in input order, so output never depends on the
 // number of workers; memory stays bounded by the batches in flight and the longest line accepted
 // (--max-document-bytes: a longer line is an error naming it, or skipped with --skip-bad-lines).
+// With `sft.enabled` each line is one supervised fine-tuning example instead (sft_example.h): its
+// prompt and answer become document i of {prefix}_inputs_document and {prefix}_targets_document.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "mds/data/sft_example.h"
 #include "mds/util/progress.h"
 
 namespace mds::data {
@@ -21,8 +24,14 @@ inline constexpr std::uint64_t kDefaultMaxDocumentBytes = std::uint64_t{64} << 2
 struct PreprocessOptions {
     std::vector<std::string> inputs;          // --input (repeatable: concatenated in order); "-" = stdin
     std::string output_prefix;                // --output-prefix
-    std::vector<std::string> json_keys{"text"};  // --json-keys
-    bool append_eod = false;                  // --append-eod
+    std::vector<std::string> json_keys{"text"};  // --json-keys (ignored in SFT mode: the outputs are inputs, targets)
+    // --append-eod: the EOD id after each document; in SFT mode after each answer only (the targets),
+    // as BigScience's xP3 preprocessing for BLOOMZ did.
+    bool append_eod = false;
+    // --prepend-space: one space before each text (SFT mode: before each answer), as the --prepend-space
+    // of BigScience's Megatron-DeepSpeed t0loading branch, which xP3's targets were made with.
+    bool prepend_space = false;
+    SftOptions sft;                           // --sft, --prompt-key, --answer-key, --messages-key, ...
     unsigned workers = 1;                     // --workers (threads that tokenize)
     std::string vocab_file, merge_file;       // --vocab-file / --merge-file (GPT-2 BPE)
     std::string tokenizer_file;               // --tokenizer-file (Hugging Face tokenizer.json)
@@ -53,6 +62,8 @@ struct PreprocessSummary {
     std::string tokenizer;             // description
     std::string dtype;
     std::vector<PreprocessKeySummary> keys;
+    bool sft = false;                  // SFT mode: keys are inputs and targets, documents = examples written
+    std::uint64_t empty_examples = 0;  // SFT mode: examples skipped for an empty prompt or answer
 };
 
 PreprocessSummary preprocess(const PreprocessOptions& options);

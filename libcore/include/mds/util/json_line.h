@@ -46,6 +46,21 @@ private:
     std::string scratch_;
 };
 
+// One message of a chat-style list, as Hugging Face chat templates take them: {"role": ..., "content": ...}.
+struct JsonChatMessage {
+    std::string role;
+    std::string content;
+    std::size_t offset = 0;  // byte offset of the message object in the line (0-based)
+};
+
+// Parses a whole line with the rules of JsonLineParser and returns, in `messages`, the list held by the top-level
+// field `key` (its last occurrence, as Python's dict keeps it): every element an object with string fields "role"
+// and "content" (other fields are validated and ignored; a duplicate field keeps its last value). Throws JsonError,
+// with the offset of the culprit, for malformed JSON, a missing field, a value that is not a list, an element that
+// is not an object, a "role" or "content" that is missing or not a string, and a lone surrogate in either. An empty
+// list is returned as such (the caller decides what it lacks).
+void parse_chat_messages(std::string_view line, const std::string& key, std::vector<JsonChatMessage>& messages);
+
 // The checks every jsonl-reading tool makes of its flags (mds::UsageError naming the flag): at
 // least one --input, at least one --json-keys key and none twice, --workers >= 1.
 void check_jsonl_flags(const std::vector<std::string>& inputs, const std::vector<std::string>& json_keys,

@@ -3,6 +3,7 @@
 # path, build, run the gpu-labelled tests and everything else that runs there, and leave logs in
 # $OUT (when set). Usage: scripts/gpu.sh [extra ctest args]
 # That machine has torch 2.11 (CUDA 13) in its system Python and nvcc; no network.
+# To run there without building: scripts/gpu-pack.sh (docs/gpu.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/mds-gpu-out}; mkdir -p "$out"

@@ -1,7 +1,8 @@
 // model_probe: runs mds's GPT model on given weights and tokens for tests/crosscheck/test_model_hf.py.
 //   model_probe --weights W.safetensors --inputs I.safetensors --out O.safetensors [model flags]
 // W holds every parameter under its full name ("03.self_attention.query_key_value.weight");
-// I holds "tokens" and "labels" (int64 [b, s]) and optionally "loss_mask" (float [b, s]).
+// I holds "tokens" and "labels" (int64 [b, s]) and optionally "loss_mask" (float [b, s]), and for packed
+// rows "position_ids" and "segment_ids" (int64 [b, s]: attention within each segment).
 // O receives "logits" (fp32), "loss" (fp32 scalar) and "grad.<full name>" for every parameter
 // (fp32), computed in evaluation mode (no dropout).
 // With --init-seed N and no --weights, the model is initialized from seed N and O receives the
@@ -60,12 +61,15 @@ int main(int argc, char** argv) {
         auto tokens = mds::model::to_tensor(in.at("tokens"));
         auto labels = mds::model::to_tensor(in.at("labels"));
         at::Tensor mask = in.contains("loss_mask") ? mds::model::to_tensor(in.at("loss_mask")) : at::Tensor();
+        // Packed rows (--sft): position ids and segment ids [b, s] int64, when given.
+        at::Tensor positions = in.contains("position_ids") ? mds::model::to_tensor(in.at("position_ids")) : at::Tensor();
+        at::Tensor segments = in.contains("segment_ids") ? mds::model::to_tensor(in.at("segment_ids")) : at::Tensor();
         at::Tensor logits;
         {
             c10::NoGradGuard no_grad;
-            logits = model.logits(tokens).to(at::kFloat);
+            logits = model.logits(tokens, positions, segments).to(at::kFloat);
         }
-        auto loss = model.loss(tokens, labels, mask);
+        auto loss = model.loss(tokens, labels, mask, positions, segments);
         loss.backward();
         std::vector<std::pair<std::string, at::Tensor>> result{{"logits", logits}, {"loss", loss.detach()}};
         for (const auto& p : model.parameters()) result.emplace_back("grad." + p.full_name(), p.tensor.grad().to(at::kFloat));

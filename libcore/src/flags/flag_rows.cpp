@@ -211,12 +211,20 @@ void data_rows(std::vector<FlagRow>& t) {
                  .help = "Adds <extra_id_0> ... <extra_id_{N-1}> to a PretrainedFromHF tokenizer's vocabulary (those "
                          "it lacks); GPT2BPETokenizer ignores it, as Megatron's does",
                  .key = "vocab_extra_ids", .bmd_value = "0", .slot = MDS_SLOT(data.vocab_extra_ids)});
+    // Megatron-LM's flag (not in BMD, whose finetune_t0_non_causal_decoder.py is a script of its own).
+    t.push_back({.names = "--sft", .group = g,
+                 .help = "Supervised fine-tuning: --data-path PREFIX names prompt / answer pairs (PREFIX_inputs_document, "
+                         "PREFIX_targets_document: mds-preprocess --sft) packed into rows as Megatron-DeepSpeed's decoder-packed "
+                         "MTF dataset; attention and position ids stay within each packed example, and no loss is taken "
+                         "across examples or on padding",
+                 .slot = MDS_SLOT(data.sft),
+                 .doc = "(mds only; Megatron-LM's flag name; docs/finetuning.md)"});
     t.push_back({.names = "--loss-on-targets-only", .group = g,
-                 .help = "Loss on the targets of a prefix-LM only (accepted for compatibility; no effect in mds)",
-                 .status = FlagStatus::NoEffect,
-                 .why = "pretrain_gpt.py passes prefix_indices=None to get_ltor_masks_and_position_ids, which then never "
-                        "reads it (pretrain_prefix_lm.py does)", .key = "loss_on_targets_only", .bmd_value = "False",
-                 .slot = MDS_SLOT(data.loss_on_targets_only)});
+                 .help = "With --sft: the loss counts the answer tokens only (BMD's finetune_t0_non_causal_decoder.py); "
+                         "without --sft it has no effect, as in pretrain_gpt.py",
+                 .key = "loss_on_targets_only", .bmd_value = "False", .slot = MDS_SLOT(data.loss_on_targets_only),
+                 .doc = "(without --sft: pretrain_gpt.py passes prefix_indices=None to get_ltor_masks_and_position_ids, "
+                        "which then never reads it; docs/finetuning.md)"});
     t.push_back({.names = "--reweight-loss-based-on-position-frequency", .group = g,
                  .help = "Prefix-LM loss weighting by position (accepted for compatibility; no effect in mds)",
                  .status = FlagStatus::NoEffect,

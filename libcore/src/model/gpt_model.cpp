@@ -175,18 +175,29 @@ std::int64_t GptModel::parameter_count() const {
     return n;
 }
 
-// The additive attention bias for ALiBi: slope_h × key position, and -inf above the diagonal.
-// Adding slope × (key position) instead of slope × (key − query) is what Megatron and HF BLOOM do:
-// softmax is invariant to a per-row constant. Undefined for absolute positions (SDPA's own causal
-// mask is used).
-at::Tensor GptModel::attention_bias(std::int64_t seq, c10::ScalarType dtype) {
-    if (config_.position_embedding != PositionEmbedding::Alibi) return {};
+// The additive attention bias: for ALiBi slope_h × key position, and -inf above the diagonal;
+// with segment ids also -inf between positions of different segments (each row keeps at least its
+// own position, so no softmax row is empty). Adding slope × (key position) instead of slope × (key −
+// query) is what Megatron and HF BLOOM do: softmax is invariant to a per-row constant, so within a
+// packed example it equals the example's own ALiBi. Undefined for absolute positions without segments
+// (SDPA's own causal mask is used).
+at::Tensor GptModel::attention_bias(std::int64_t seq, c10::ScalarType dtype, const at::Tensor& segment_ids) {
+    const bool alibi = config_.position_embedding == PositionEmbedding::Alibi;
+    if (!alibi && !segment_ids.defined()) return {};
     const auto opts = at::TensorOptions().device(device_).dtype(at::kFloat);
-    auto pos = at::arange(seq, opts);
-    auto bias = alibi_slopes_.view({-1, 1, 1}) * pos.view({1, 1, seq});  // [n, 1, s]
-    auto future = at::ones({seq, seq}, opts.dtype(at::kBool)).triu(1);
-    bias = bias.expand({local_heads_, seq, seq}).masked_fill(future, -std::numeric_limits<float>::infinity());
-    return bias.unsqueeze(0).to(dtype);  // [1, n, s, s]; Megatron keeps alibi in the model dtype
+    auto blocked = at::ones({1, 1, seq, seq}, opts.dtype(at::kBool)).triu(1);  // [1, 1, s, s]
+    if (segment_ids.defined()) {
+        if (segment_ids.dim() != 2 || segment_ids.size(1) != seq) throw Error("segment ids must be [batch, seq] as the tokens");
+        const auto seg = segment_ids.to(device_, at::kLong);
+        blocked = blocked.logical_or(seg.unsqueeze(2).ne(seg.unsqueeze(1)).unsqueeze(1));  // [b, 1, s, s]
+    }
+    auto bias = at::zeros({1, 1, seq, seq}, opts);
+    if (alibi) {
+        auto pos = at::arange(seq, opts);
+        bias = (alibi_slopes_.view({-1, 1, 1}) * pos.view({1, 1, seq})).expand({local_heads_, seq, seq}).unsqueeze(0);  // [1, n, s, s]
+    }
+    // Megatron keeps alibi in the model dtype.
+    return bias.masked_fill(blocked, -std::numeric_limits<float>::infinity()).to(dtype);
 }
 
 at::Tensor GptModel::reduce_from_tp(const at::Tensor& x) const {
@@ -312,9 +323,9 @@ at::Tensor GptModel::embed(const at::Tensor& tokens, const at::Tensor& position_
     return config_.fp32_residual ? x.to(at::kFloat) : x;  // GPTModelPipe: .float() after the embedding
 }
 
-at::Tensor GptModel::run_blocks(at::Tensor x) {
+at::Tensor GptModel::run_blocks(at::Tensor x, const at::Tensor& segment_ids) {
     if (x.dim() != 3 || x.size(2) != config_.hidden_size) throw Error("hidden states must be [batch, seq, hidden]");
-    const auto bias = attention_bias(x.size(1), scalar_type(config_.precision));
+    const auto bias = attention_bias(x.size(1), scalar_type(config_.precision), segment_ids);
     const bool recompute = config_.checkpoint_activations && c10::GradMode::is_enabled();
     for (std::int64_t i = stage_.first_block; i < stage_.end_block;) {
         if (recompute) {
@@ -335,25 +346,25 @@ at::Tensor GptModel::final_norm(const at::Tensor& x) {
     return out;
 }
 
-at::Tensor GptModel::hidden_states(const at::Tensor& tokens, const at::Tensor& position_ids) {
+at::Tensor GptModel::hidden_states(const at::Tensor& tokens, const at::Tensor& position_ids, const at::Tensor& segment_ids) {
     if (stage_.size > 1) throw Error("hidden_states() needs the whole model; a pipeline stage runs stage_forward()");
-    return final_norm(run_blocks(embed(tokens, position_ids)));
+    return final_norm(run_blocks(embed(tokens, position_ids), segment_ids));
 }
 
 at::Tensor GptModel::stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask,
-                                   const at::Tensor& position_ids) {
-    auto x = run_blocks(stage_.first() ? embed(input, position_ids) : input);
+                                   const at::Tensor& position_ids, const at::Tensor& segment_ids) {
+    auto x = run_blocks(stage_.first() ? embed(input, position_ids) : input, segment_ids);
     return stage_.last() ? loss_from_hidden(final_norm(x), labels, loss_mask) : x;
 }
 
 // With tensor parallelism: this rank's vocabulary shard of the logits.
-at::Tensor GptModel::logits(const at::Tensor& tokens, const at::Tensor& position_ids) {
-    return at::linear(hidden_states(tokens, position_ids), word_embeddings_);
+at::Tensor GptModel::logits(const at::Tensor& tokens, const at::Tensor& position_ids, const at::Tensor& segment_ids) {
+    return at::linear(hidden_states(tokens, position_ids, segment_ids), word_embeddings_);
 }
 
 at::Tensor GptModel::loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask,
-                          const at::Tensor& position_ids) {
-    return loss_from_hidden(hidden_states(tokens, position_ids), labels, loss_mask);
+                          const at::Tensor& position_ids, const at::Tensor& segment_ids) {
+    return loss_from_hidden(hidden_states(tokens, position_ids, segment_ids), labels, loss_mask);
 }
 
 at::Tensor GptModel::loss_from_hidden(const at::Tensor& hidden, const at::Tensor& labels, const at::Tensor& loss_mask) {

@@ -477,6 +477,11 @@ optim::LrScheduleState read_lr_schedule(const PyValue* lr, const std::string& wh
 
 }  // namespace
 
+std::int64_t CheckpointLoader::hf_vocab_size() const {
+    const auto* v = impl_->mp_rank->root().find("mds_hf_vocab_size");
+    return v && v->type() == ckpt::PyType::Int && v->as_int() > 0 ? v->as_int() : 0;
+}
+
 TrainingProgress CheckpointLoader::progress() const {
     const auto& r = impl_->mp_rank->root();
     const std::string where = impl_->mp_rank->path();
@@ -498,6 +503,7 @@ TrainingProgress CheckpointLoader::progress() const {
         if (const auto* t = r.find("tokens"); t && t->type() == ckpt::PyType::Int) p.consumed_train_tokens = t->as_int();
     if (const auto* s = r.find("skipped_steps"); s && s->type() == ckpt::PyType::Int) p.skipped_steps = s->as_int();
     if (const auto* m = r.find("mds_mlflow_run_id"); m && m->type() == ckpt::PyType::Str) p.mlflow_run_id = m->as_str();
+    p.hf_vocab_size = hf_vocab_size();
     p.lr = read_lr_schedule(r.find("lr_scheduler"), where, impl_->args->optimizer.lr);
     return p;
 }

@@ -345,6 +345,7 @@ void write_mp_rank_file(const std::string& path, const flags::TrainArgs& a, std:
     if (!a.checkpoint.no_save_rng) set_rng_states(r, file, a, model);
     r.set("mds_version", str(mds_version()));
     if (!p.mlflow_run_id.empty()) r.set("mds_mlflow_run_id", str(p.mlflow_run_id));
+    if (p.hf_vocab_size > 0) r.set("mds_hf_vocab_size", integer(p.hf_vocab_size));
     file.finish(root);
 }
 

@@ -23,7 +23,7 @@ std::int64_t Trainer::evaluate(const std::string& prefix, EvalSet& set, bool tes
     // Evaluation reads in order (check_data refuses --dataloader-type cyclic with validation or test sets).
     const PretrainingSampler order(DataloaderType::Single, 0, mbs_, dp_, dp_rank_);
     for (std::int64_t it = 0; it < args_.logging.eval_iters; ++it) {
-        total += pipeline_evaluate(pipeline_step(set.sample, order, set.consumed, nmb, cfg_.seq_length));
+        total += pipeline_evaluate(pipeline_step(set.batches, order, set.consumed, nmb, cfg_.seq_length));
         set.consumed += nmb * mbs_ * dp_;
         served += nmb * mbs_ * dp_;
     }

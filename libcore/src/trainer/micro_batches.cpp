@@ -37,6 +37,49 @@ MicroBatchInputs micro_batch_inputs(const at::Tensor& batch, std::int64_t seqlen
     return in;
 }
 
+MicroBatchInputs sft_micro_batch_inputs(const std::vector<data::PackedSample>& rows, std::int64_t seq, std::int64_t seqlen,
+                                        const SftBatchOptions& options, c10::Device device) {
+    const auto n = static_cast<std::int64_t>(rows.size());
+    if (seqlen > seq) throw Error("internal: sequence length " + std::to_string(seqlen) + " over the rows' " + std::to_string(seq));
+    auto tokens = at::empty({n, seqlen}, at::kLong), labels = at::empty({n, seqlen}, at::kLong);
+    auto segments = at::empty({n, seqlen}, at::kLong), positions = at::empty({n, seqlen}, at::kLong);
+    auto mask = at::empty({n, seqlen}, at::kFloat);
+    auto* tok = tokens.data_ptr<std::int64_t>();
+    auto* lab = labels.data_ptr<std::int64_t>();
+    auto* seg = segments.data_ptr<std::int64_t>();
+    auto* pos = positions.data_ptr<std::int64_t>();
+    auto* m = mask.data_ptr<float>();
+    const auto width = static_cast<std::size_t>(seq + 1);
+    for (std::int64_t r = 0; r < n; ++r) {
+        const auto& row = rows[static_cast<std::size_t>(r)];
+        if (row.tokens.size() != width || row.segment_ids.size() != width || row.is_input.size() != width)
+            throw Error("packed row of " + std::to_string(row.tokens.size()) + " tokens, " + std::to_string(row.segment_ids.size()) +
+                        " segment ids and " + std::to_string(row.is_input.size()) + " input flags; expected " + std::to_string(width) +
+                        " of each (--seq-length + 1)");
+        std::int64_t start = 0;  // where the current segment began
+        for (std::int64_t t = 0; t < seqlen; ++t) {
+            const auto i = static_cast<std::size_t>(t);
+            const auto k = r * seqlen + t;
+            if (t > 0 && row.segment_ids[i] != row.segment_ids[i - 1]) start = t;
+            tok[k] = row.tokens[i];
+            lab[k] = row.tokens[i + 1];
+            seg[k] = row.segment_ids[i];
+            pos[k] = t - start;
+            bool counts = row.segment_ids[i + 1] != 0 && row.segment_ids[i + 1] == row.segment_ids[i];
+            if (options.loss_on_targets_only) counts = counts && row.is_input[i + 1] == 0;
+            if (options.eod_mask_id) counts = counts && row.tokens[i] != *options.eod_mask_id;
+            m[k] = counts ? 1.0f : 0.0f;
+        }
+    }
+    MicroBatchInputs in;
+    in.tokens = tokens.to(device);
+    in.labels = labels.to(device);
+    in.loss_mask = mask.to(device);
+    in.position_ids = positions.to(device);
+    in.segment_ids = segments.to(device);
+    return in;
+}
+
 at::Tensor reset_position_ids(const at::Tensor& tokens, std::int64_t eod) {
     const auto t = tokens.to(at::kCPU, at::kLong).contiguous();
     const std::int64_t b = t.size(0), s = t.size(1);

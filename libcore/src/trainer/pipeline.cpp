@@ -66,9 +66,10 @@ at::Tensor activation(const PipelineStep& step) {
                      at::TensorOptions().dtype(dtype).device(model.device()));
 }
 
-// Micro batch j's tokens, position ids, labels and loss mask where this stage uses them.
+// Micro batch j's tokens, position ids, labels, loss mask and segment ids where this stage uses them
+// (the segment ids, when the batches have them, on every stage).
 MicroBatchInputs inputs(const PipelineStep& step, std::int64_t j) {
-    if (step.prev >= 0 && step.next >= 0) return {};
+    if (step.prev >= 0 && step.next >= 0 && !step.batch_on_every_stage) return {};
     return step.batch(j);
 }
 
@@ -105,7 +106,7 @@ double pipeline_train(const PipelineStep& step, double loss_factor) {
             return inputs(step, next_forward++);
         }();
         if (input.defined()) input.requires_grad_(true);
-        auto out = model.stage_forward(first ? in.tokens : input, in.labels, in.loss_mask, in.position_ids);
+        auto out = model.stage_forward(first ? in.tokens : input, in.labels, in.loss_mask, in.position_ids, in.segment_ids);
         if (last) loss_sum += out.item<double>();
         queue.push_back({input, out});
         return out;
@@ -177,7 +178,7 @@ double pipeline_evaluate(const PipelineStep& step) {
             input = activation(step);
             step.comm->exchange({{input, step.prev, false, kForwardTag}});
         }
-        auto out = model.stage_forward(input, in.labels, in.loss_mask, in.position_ids);
+        auto out = model.stage_forward(input, in.labels, in.loss_mask, in.position_ids, in.segment_ids);
         if (last) loss_sum += out.item<double>();
         else step.comm->exchange({{out, step.next, true, kForwardTag}});
     }

@@ -52,9 +52,24 @@ std::function<MicroBatchInputs(std::int64_t)> dump_batches(std::function<MicroBa
             row.back() = lab[b][labels.size(1) - 1];
             rows.push_back(std::move(row));
         }
-        const nlohmann::json line = {{"iteration", dump.iteration}, {"micro_batch", j},      {"dp_rank", dump.dp_rank},
-                                     {"tp_rank", dump.tp_rank},     {"pp_rank", dump.pp_rank}, {"samples", dump.samples(j)},
-                                     {"tokens", std::move(rows)}};
+        nlohmann::json line = {{"iteration", dump.iteration}, {"micro_batch", j},      {"dp_rank", dump.dp_rank},
+                               {"tp_rank", dump.tp_rank},     {"pp_rank", dump.pp_rank}, {"samples", dump.samples(j)},
+                               {"tokens", std::move(rows)}};
+        // What else the model read, per position, where the batch has it (--eod-mask-loss, --reset-position-ids, --sft).
+        const auto rows_of = [](const at::Tensor& t) {
+            const at::Tensor c = t.to(at::kCPU).to(at::kDouble).contiguous();
+            const auto a = c.accessor<double, 2>();
+            nlohmann::json out = nlohmann::json::array();
+            for (std::int64_t b = 0; b < c.size(0); ++b) {
+                std::vector<std::int64_t> row(static_cast<std::size_t>(c.size(1)));
+                for (std::int64_t k = 0; k < c.size(1); ++k) row[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(a[b][k]);
+                out.push_back(std::move(row));
+            }
+            return out;
+        };
+        if (in.loss_mask.defined()) line["loss_mask"] = rows_of(in.loss_mask);
+        if (in.position_ids.defined()) line["position_ids"] = rows_of(in.position_ids);
+        if (in.segment_ids.defined()) line["segment_ids"] = rows_of(in.segment_ids);
         const std::string text = line.dump() + "\n";
         std::FILE* f = std::fopen(dump.path.c_str(), "ab");
         if (!f) throw Error("MDS_DUMP_BATCHES: cannot open " + dump.path + " for appending: " + std::strerror(errno));

@@ -17,7 +17,7 @@ void Trainer::sync_tp_duplicated_parameters() {
 
 // The micro batches of one step: micro batch j starts at data stream position first_sample + j·mbs·DP;
 // `order` (--dataloader-type) says which samples this rank takes there.
-PipelineStep Trainer::pipeline_step(const Sampler& sample, const PretrainingSampler& order, std::int64_t first_sample,
+PipelineStep Trainer::pipeline_step(const BatchSource& source, const PretrainingSampler& order, std::int64_t first_sample,
                                     std::int64_t nmb, std::int64_t seqlen) {
     PipelineStep ps;
     ps.model = model_.get();
@@ -27,12 +27,27 @@ PipelineStep Trainer::pipeline_step(const Sampler& sample, const PretrainingSamp
     ps.micro_batches = nmb;
     ps.micro_batch_size = mbs_;
     ps.seq_length = seqlen;
-    ps.batch = [&sample, &order, first_sample, seqlen, mbs = mbs_, dp = dp_, device = device_, seq = cfg_.seq_length,
-                eod = eod_mask_id_, reset_eod = reset_position_eod_](std::int64_t j) {
-        const auto b = micro_batch(sample, rank_micro_batch_samples(order, first_sample, j, mbs, dp), seq, device);
-        return micro_batch_inputs(b, seqlen, eod, reset_eod);
+    ps.batch = [&source, &order, first_sample, seqlen, mbs = mbs_, dp = dp_](std::int64_t j) {
+        return source(rank_micro_batch_samples(order, first_sample, j, mbs, dp), seqlen);
     };
+    ps.batch_on_every_stage = sft_.has_value();
     return ps;
+}
+
+BatchSource Trainer::gpt_batches(Sampler sample) const {
+    return [sample = std::move(sample), device = device_, seq = cfg_.seq_length, eod = eod_mask_id_,
+            reset_eod = reset_position_eod_](const std::vector<std::int64_t>& ids, std::int64_t seqlen) {
+        return micro_batch_inputs(micro_batch(sample, ids, seq, device), seqlen, eod, reset_eod);
+    };
+}
+
+BatchSource Trainer::sft_batches(int split, std::size_t group) const {
+    return [this, split, group](const std::vector<std::int64_t>& ids, std::int64_t seqlen) {
+        std::vector<data::PackedSample> rows;
+        rows.reserve(ids.size());
+        for (const auto id : ids) rows.push_back(sft_->sample(split, group, id));
+        return sft_micro_batch_inputs(rows, cfg_.seq_length, seqlen, sft_options_, device_);
+    };
 }
 
 // BMD's train loop, before a step: when iteration + 1 falls in the first range left, it drops the range
@@ -69,7 +84,7 @@ StepOutcome Trainer::train_step() {
 
     // ---- forward / backward (1F1B over the pipeline stages; one stage: each micro batch in turn) ----
     // The data stream runs ahead of consumed_ by what --skip-train-iteration-range skipped (BMD's iterator).
-    auto step = pipeline_step(train_sample_, *train_order_, consumed_ + skipped_samples_, nmb, seqlen);
+    auto step = pipeline_step(train_batches_, *train_order_, consumed_ + skipped_samples_, nmb, seqlen);
     if (!dump_batches_.empty())  // debugging aid: docs/mds-sample-text.md
         step.batch = dump_batches(std::move(step.batch),
                                   {dump_batches_ + ".rank" + std::to_string(launch_.rank), iteration_ + 1, dp_rank_,

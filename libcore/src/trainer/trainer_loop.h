@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "mds/data/gpt_datasets.h"
+#include "mds/data/packed_sft_datasets.h"
 #include "mds/data/weighted_split.h"
 #include "mds/model/gpt_model.h"
 #include "mds/observe/carbon_tracker.h"
@@ -87,7 +88,7 @@ private:
 // a group as "NAME loss at ..." under TensorBoard's lm-loss-validation/NAME/.
 struct EvalSet {
     std::optional<std::string> group;
-    Sampler sample;
+    BatchSource batches;
     std::int64_t consumed = 0;  // samples this set has served
 };
 
@@ -171,8 +172,13 @@ private:
 
     void info(const std::string& m) const;  // rank 0 prints (print_rank_0)
     void sync_tp_duplicated_parameters();
-    PipelineStep pipeline_step(const Sampler& sample, const PretrainingSampler& order, std::int64_t first_sample,
+    PipelineStep pipeline_step(const BatchSource& source, const PretrainingSampler& order, std::int64_t first_sample,
                                std::int64_t nmb, std::int64_t seqlen);
+    // The batches of a GPT dataset's samples (--eod-mask-loss, --reset-position-ids applied), and of
+    // split `split`, group `group` of the --sft datasets.
+    BatchSource gpt_batches(Sampler sample) const;
+    BatchSource sft_batches(int split, std::size_t group) const;
+    void setup_sft_data(const data::NumSamplesOptions& num_samples);  // --sft's part of setup_data
     // --skip-train-iteration-range at the top of an iteration, as BMD's train loop (trainer.cpp).
     void skip_data_if_due();
     void write_step_tensorboard(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
@@ -221,7 +227,10 @@ private:
     // training group and named validation/test groups, each its own (blended) dataset.
     std::optional<data::GptDatasets> datasets_;
     std::optional<data::WeightedSplitDatasets> weighted_;
-    Sampler train_sample_;
+    // --sft: the packed prompt / answer datasets (either mode), and how their rows become batches.
+    std::optional<data::PackedSftDatasets> sft_;
+    SftBatchOptions sft_options_;
+    BatchSource train_batches_;
     std::optional<PretrainingSampler> train_order_;  // --dataloader-type
     std::optional<std::int64_t> eod_mask_id_;        // --eod-mask-loss: the tokenizer's EOD id
     std::optional<std::int64_t> reset_position_eod_; // --reset-position-ids: the tokenizer's EOD id

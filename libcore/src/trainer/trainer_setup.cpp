@@ -276,7 +276,9 @@ void Trainer::setup_data() {
         num_samples.rampup_batch_size = std::array<std::int64_t, 3>{r->start_global_batch_size, r->batch_size_increment,
                                                                     r->ramp_up_samples};
     auto log = [this](const std::string& m) { info(m); };
-    if (weighted_split_) {
+    if (args_.data.sft) {
+        setup_sft_data(num_samples);
+    } else if (weighted_split_) {
         data::WeightedSplitOptions wopt;
         wopt.groups = split_groups_;
         wopt.seq_length = static_cast<std::int32_t>(cfg_.seq_length);
@@ -285,11 +287,11 @@ void Trainer::setup_data() {
         wopt.log = log;
         const auto& w = weighted_.emplace(wopt);
         train_iters_ = w.train_iters();
-        train_sample_ = [&w](std::int64_t n) { return w.sample(0, 0, n); };
+        train_batches_ = gpt_batches([&w](std::int64_t n) { return w.sample(0, 0, n); });
         for (int k = 1; k <= 2 && args_.logging.eval_iters > 0; ++k)
             for (std::size_t g = 0; g < w.groups(k).size(); ++g)
                 (k == 1 ? valid_sets_ : test_sets_)
-                    .push_back({w.groups(k)[g].name, [&w, k, g](std::int64_t n) { return w.sample(k, g, n); }, 0});
+                    .push_back({w.groups(k)[g].name, gpt_batches([&w, k, g](std::int64_t n) { return w.sample(k, g, n); }), 0});
     } else {
         data::GptDatasetsOptions dopt;
         dopt.data_path = args_.data.data_path;
@@ -300,16 +302,50 @@ void Trainer::setup_data() {
         dopt.log = log;
         const auto& d = datasets_.emplace(dopt);
         train_iters_ = d.summary().train_iters;
-        train_sample_ = [&d](std::int64_t n) { return d.sample(0, n); };
+        train_batches_ = gpt_batches([&d](std::int64_t n) { return d.sample(0, n); });
         for (int k = 1; k <= 2 && args_.logging.eval_iters > 0; ++k)
             if (d.summary().sizes[static_cast<std::size_t>(k)] > 0)
                 // Megatron-DeepSpeed names Mode 1's sets as groups too: "valid loss at ...", lm-loss-validation/valid/...
                 (k == 1 ? valid_sets_ : test_sets_)
-                    .push_back({std::string(k == 1 ? "valid" : "test"), [&d, k](std::int64_t n) { return d.sample(k, n); }, 0});
+                    .push_back({std::string(k == 1 ? "valid" : "test"), gpt_batches([&d, k](std::int64_t n) { return d.sample(k, n); }), 0});
     }
     do_valid_ = !valid_sets_.empty();
     do_test_ = !test_sets_.empty();
     setup_sample_order();
+}
+
+// --sft: the packed prompt / answer datasets of either mode, as BMD's finetune_t0_non_causal_decoder.py
+// builds them (decoder_packed_mtf_dataset.py), and their batches.
+void Trainer::setup_sft_data(const data::NumSamplesOptions& num_samples) {
+    const auto tok = flags::load_tokenizer(args_.data);
+    data::PackedSftDatasetsOptions o;
+    o.data_path = args_.data.data_path;
+    if (args_.data.split) o.split = *args_.data.split;
+    if (weighted_split_) o.groups = split_groups_;
+    o.seq_length = static_cast<std::int32_t>(cfg_.seq_length);
+    o.seed = args_.seed;
+    // Padding fills a row after its last example: BMD's tokenizer.pad. GPT-2's vocabulary has no pad
+    // token; its end-of-document token stands in. Padding takes no part in the loss, nor in the
+    // attention of real tokens (its own segment), so which id it is changes no number.
+    const std::int32_t pad = tok.token_id("<pad>");
+    o.pad_token = pad >= 0 ? pad : tok.eod_id() >= 0 ? tok.eod_id() : 0;
+    o.num_samples = num_samples;
+    o.log = [this](const std::string& m) { info(m); };
+    const auto& d = sft_.emplace(o);
+    info(data::format_summary(d));
+    train_iters_ = d.train_iters();
+    sft_options_.loss_on_targets_only = args_.data.loss_on_targets_only;
+    sft_options_.eod_mask_id = eod_mask_id_;
+    info(std::string("> supervised fine-tuning (--sft): attention and position ids within each packed example; loss on ") +
+         (sft_options_.loss_on_targets_only ? "the answer tokens only (--loss-on-targets-only)" : "prompts and answers") +
+         (sft_options_.eod_mask_id ? ", not where the input is the end-of-document token (--eod-mask-loss)" : ""));
+    if (args_.data.reset_position_ids || args_.data.reset_attention_mask)
+        info("> --reset-position-ids / --reset-attention-mask: no effect with --sft, whose rows restart attention and "
+             "positions at each packed example");
+    train_batches_ = sft_batches(0, 0);
+    for (int k = 1; k <= 2 && args_.logging.eval_iters > 0; ++k)
+        for (std::size_t g = 0; g < d.groups(k).size(); ++g)
+            if (d.groups(k)[g].size > 0) (k == 1 ? valid_sets_ : test_sets_).push_back({d.groups(k)[g].name, sft_batches(k, g), 0});
 }
 
 // --dataloader-type and --skip-train-iteration-range: the order this rank reads the training samples in.
@@ -321,7 +357,9 @@ void Trainer::setup_sample_order() {
         throw UsageError("--dataloader-type cyclic: Megatron-DeepSpeed's evaluation fails with it (its validation and "
                          "test iterators cycle over the list of data loaders); give no validation or test data "
                          "(--split 100,0,0, no --valid/--test-weighted-split-paths) or --eval-iters 0");
-    const std::int64_t total = weighted_split_ ? weighted_->groups(0).front().size : datasets_->summary().sizes[0];
+    const std::int64_t total = sft_             ? sft_->size(0)
+                               : weighted_split_ ? weighted_->groups(0).front().size
+                                                 : datasets_->summary().sizes[0];
     train_order_.emplace(type, total, mbs_, dp_, dp_rank_);
     skip_ranges_.assign(args_.data.skip_ranges.begin(), args_.data.skip_ranges.end());
 }

@@ -39,6 +39,7 @@ void Trainer::load_state() {
              std::to_string(resumed_.iteration) + (args_.checkpoint.no_load_optim ? " (without optimizer states)" : "") +
              (args_.checkpoint.no_load_rng ? " (without RNG states)" : ""));
     } else if (loader_) {
+        resumed_.hf_vocab_size = loader_->hf_vocab_size();
         info("  successfully loaded the weights of " + loader_->directory() + " for fine-tuning from iteration 0");
     }
     loader_.reset();
@@ -79,6 +80,7 @@ void Trainer::save() {
     p.do_test = do_test_;
     p.skip_ranges_left.assign(skip_ranges_.begin(), skip_ranges_.end());
     p.mlflow_run_id = mlflow_run_id_for_checkpoint();
+    p.hf_vocab_size = resumed_.hf_vocab_size;
     scaler_.save_to(p);
     info("saving checkpoint at iteration " + std::to_string(iteration_) + " to " + args_.checkpoint.save);
     if (args_.checkpoint.async_save) {

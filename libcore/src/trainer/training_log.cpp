@@ -130,8 +130,10 @@ void Trainer::write_log_line(const StepOutcome& step, double lr, const std::opti
         data.consumed_end = consumed_;
         data.skipped_before = interval_.skipped_samples_before;
         data.skipped_after = skipped_samples_;
+        // mds-sample-text reads GPT datasets; packed --sft rows are not its kind (no command then).
         data.sample_text_command =
-            !ledger.empty() ? observe::ledger_sample_text_command(std::filesystem::absolute(ledger).string(),
+            sft_            ? std::string()
+            : !ledger.empty() ? observe::ledger_sample_text_command(std::filesystem::absolute(ledger).string(),
                                                                   data.first_iteration, data.last_iteration)
                             : observe::run_sample_text_command(dp_, resumed_.iteration, data.first_iteration,
                                                                data.last_iteration, options_.command_line);

@@ -67,11 +67,11 @@ TEST_CASE("issue 18 flags: values, statuses and Namespace values") {
     CHECK_THROWS(parsed({"--dataloader-type", "random"}));
     CHECK_THROWS_WITH_AS(parsed({"--vocab-extra-ids", "-1"}), doctest::Contains("--vocab-extra-ids must not be negative"),
                          mds::UsageError);
+    // --loss-on-targets-only takes effect with --sft (issue 25), so it is a supported flag now.
     for (const char* f : {"--eod-mask-loss", "--dataloader-type", "--skip-train-iteration-range", "--vocab-extra-ids",
-                          "--reset-position-ids"})
+                          "--reset-position-ids", "--loss-on-targets-only", "--sft"})
         CHECK(find_flag(f)->status == FlagStatus::Supported);
-    for (const char* f : {"--train-tokens", "--loss-on-targets-only", "--reweight-loss-based-on-position-frequency",
-                          "--reset-attention-mask"})
+    for (const char* f : {"--train-tokens", "--reweight-loss-based-on-position-frequency", "--reset-attention-mask"})
         CHECK(find_flag(f)->status == FlagStatus::NoEffect);
     for (const char* f : {"--reset-position-ids", "--reset-attention-mask"}) {
         CHECK(namespace_value(*find_flag(f), a).repr() == "True");

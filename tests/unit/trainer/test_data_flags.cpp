@@ -82,3 +82,35 @@ TEST_CASE("--reset-position-ids: positions restart after each EOD token, cut wit
     DOCTEST_CHECK(!micro_batch_inputs(batch, 5, std::int64_t{0}).position_ids.defined());
     DOCTEST_CHECK(ltor_masks_and_position_ids(in.tokens, 0, true, false).position_ids.equal(want));
 }
+
+// --sft: a packed row [6 7 8 | 3 4 5 | pad] (prompt 6 7, answer 8; prompt 3 4, answer 5), seq 6.
+TEST_CASE("sft batch: positions restart per example, the loss stays inside examples (answers only on request)") {
+    mds::data::PackedSample row;
+    row.tokens = {6, 7, 8, 3, 4, 5, 0};
+    row.segment_ids = {1, 1, 1, 2, 2, 2, 0};
+    row.is_input = {1, 1, 0, 1, 1, 0, 0};
+    SftBatchOptions all;
+    auto in = sft_micro_batch_inputs({row}, 6, 6, all, at::kCPU);
+    const auto ids = [](const at::Tensor& t) { return Ids(t.data_ptr<std::int64_t>(), t.data_ptr<std::int64_t>() + t.numel()); };
+    const auto floats = [](const at::Tensor& t) { return std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel()); };
+    DOCTEST_CHECK(ids(in.tokens) == Ids{6, 7, 8, 3, 4, 5});
+    DOCTEST_CHECK(ids(in.labels) == Ids{7, 8, 3, 4, 5, 0});
+    DOCTEST_CHECK(ids(in.position_ids) == Ids{0, 1, 2, 0, 1, 2});
+    DOCTEST_CHECK(ids(in.segment_ids) == Ids{1, 1, 1, 2, 2, 2});
+    // 8 -> 3 crosses into the next example, 5 -> pad into padding: never counted.
+    DOCTEST_CHECK(floats(in.loss_mask) == std::vector<float>{1, 1, 0, 1, 1, 0});
+    SftBatchOptions targets;
+    targets.loss_on_targets_only = true;
+    DOCTEST_CHECK(floats(sft_micro_batch_inputs({row}, 6, 6, targets, at::kCPU).loss_mask) == std::vector<float>{0, 1, 0, 0, 1, 0});
+    SftBatchOptions eod;
+    eod.eod_mask_id = 7;  // no loss where the input token is 7
+    DOCTEST_CHECK(floats(sft_micro_batch_inputs({row}, 6, 6, eod, at::kCPU).loss_mask) == std::vector<float>{1, 0, 0, 1, 1, 0});
+    // The curriculum's shorter length cuts every field alike.
+    auto cut = sft_micro_batch_inputs({row}, 6, 4, all, at::kCPU);
+    DOCTEST_CHECK(ids(cut.labels) == Ids{7, 8, 3, 4});
+    DOCTEST_CHECK(ids(cut.position_ids) == Ids{0, 1, 2, 0});
+    // A row of another length is an error naming the lengths.
+    row.is_input.pop_back();
+    DOCTEST_CHECK_THROWS_WITH_AS(sft_micro_batch_inputs({row}, 6, 6, all, at::kCPU), doctest::Contains("expected 7 of each"),
+                                 mds::Error);
+}

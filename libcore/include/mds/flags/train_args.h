@@ -87,7 +87,10 @@ struct DataArgs {
     // validate(): the ranges above as BMD's parse_args leaves them: sorted, overlapping ones merged.
     std::vector<std::array<std::int64_t, 2>> skip_ranges;
     std::int64_t vocab_extra_ids = 0;                    // --vocab-extra-ids (GPT2BPETokenizer ignores it, as BMD)
-    bool loss_on_targets_only = false;                   // --loss-on-targets-only (prefix LM only: no effect)
+    // --sft (Megatron-LM's name): the data are prompt / answer pairs packed as BMD's decoder-packed MTF
+    // dataset (data/packed_sft_datasets.h): attention and positions restart at each packed example.
+    bool sft = false;
+    bool loss_on_targets_only = false;                   // --loss-on-targets-only: with --sft, loss on answers only (else no effect)
     bool reweight_loss_based_on_position_frequency = false;  // (prefix LM only: no effect)
 };
 

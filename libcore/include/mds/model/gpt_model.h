@@ -134,25 +134,29 @@ public:
     // Position ids: `position_ids` [b, s] int64 (--reset-position-ids: they restart after each EOD
     // token) index the absolute position embeddings; an undefined tensor means 0 … s-1 for every
     // sample. ALiBi has no position embeddings and ignores them, as Megatron's Embedding does.
-    // The attention is always causal: Megatron-DeepSpeed's GPTModelPipe drops the batch's attention
-    // mask (pretrain_gpt.py sets pretrain_causal_attention), so --reset-attention-mask has no effect.
+    // The attention is causal: Megatron-DeepSpeed's GPTModelPipe drops the batch's attention mask
+    // (pretrain_gpt.py sets pretrain_causal_attention), so --reset-attention-mask has no effect.
+    // Segment ids (--sft's packed rows): `segment_ids` [b, s] int64, when defined, also keeps every
+    // position's attention within the positions of its own segment id (causal and same segment), so
+    // packed examples do not see each other; an undefined tensor means one segment per sample.
 
     // tokens [b, s] int64 → logits [b, s, padded_vocab] in the model dtype.
-    at::Tensor logits(const at::Tensor& tokens, const at::Tensor& position_ids = {});
+    at::Tensor logits(const at::Tensor& tokens, const at::Tensor& position_ids = {}, const at::Tensor& segment_ids = {});
     // Mean cross entropy over the positions where loss_mask is 1 (Megatron's lm loss), in fp32.
     // labels [b, s] int64; loss_mask [b, s] float (an undefined tensor means all ones).
     at::Tensor loss(const at::Tensor& tokens, const at::Tensor& labels, const at::Tensor& loss_mask = {},
-                    const at::Tensor& position_ids = {});
+                    const at::Tensor& position_ids = {}, const at::Tensor& segment_ids = {});
 
     // One pipeline stage's forward: `input` is the tokens [b, s] on the first stage, else the
     // previous stage's output [b, s, h]. Returns this stage's output [b, s, h], or on the last stage
-    // the lm loss over `labels` (as loss()). `position_ids`: read by the first stage only.
+    // the lm loss over `labels` (as loss()). `position_ids`: read by the first stage only;
+    // `segment_ids`: by every stage.
     at::Tensor stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask = {},
-                             const at::Tensor& position_ids = {});
+                             const at::Tensor& position_ids = {}, const at::Tensor& segment_ids = {});
 
     // One transformer block and the final hidden states; public for activation recomputation.
     at::Tensor block_forward(std::int64_t block, const at::Tensor& x, const at::Tensor& attn_bias);
-    at::Tensor hidden_states(const at::Tensor& tokens, const at::Tensor& position_ids = {});
+    at::Tensor hidden_states(const at::Tensor& tokens, const at::Tensor& position_ids = {}, const at::Tensor& segment_ids = {});
 
 private:
     struct Block {
@@ -160,10 +164,12 @@ private:
     };
     at::Tensor add(int layer, const std::string& name, at::Tensor value, TpSplit split, bool weight_decay);
     at::Tensor embed(const at::Tensor& tokens, const at::Tensor& position_ids);
-    at::Tensor run_blocks(at::Tensor x);  // this stage's blocks
+    at::Tensor run_blocks(at::Tensor x, const at::Tensor& segment_ids);  // this stage's blocks
     at::Tensor final_norm(const at::Tensor& x);
     at::Tensor loss_from_hidden(const at::Tensor& hidden, const at::Tensor& labels, const at::Tensor& loss_mask);
-    at::Tensor attention_bias(std::int64_t seq, c10::ScalarType dtype);
+    // The additive attention bias [1 or b, n or 1, s, s] for ALiBi and / or segments; undefined when
+    // the attention is plainly causal (SDPA's own causal mask).
+    at::Tensor attention_bias(std::int64_t seq, c10::ScalarType dtype, const at::Tensor& segment_ids);
     // Dropout with probability p of x [b, s, h] (training only); `seq_first`: the mask drawn for
     // Megatron's [s, b, h] layout of the same values.
     at::Tensor dropout(const at::Tensor& x, double p, bool seq_first) const;

@@ -63,6 +63,10 @@ struct TrainingProgress {
     // the mp_rank file's top-level key "mds_mlflow_run_id" (Megatron-DeepSpeed reads the keys it knows
     // and ignores the others). "": none.
     std::string mlflow_run_id;
+    // The Hugging Face vocabulary size of a checkpoint mds-hf-to-ckpt made (mp_rank's top-level key
+    // "mds_hf_vocab_size"), carried to every later save, fine-tuning included, so that mds-ckpt-to-hf
+    // exports those rows and not Megatron's padding. 0: none.
+    std::int64_t hf_vocab_size = 0;
 };
 
 struct CheckpointSaveInfo {
@@ -145,6 +149,9 @@ public:
     std::vector<std::string> load_rng(const model::GptModel& model) const;
     // Iteration, consumed samples and tokens, LR schedule and loss-scaler states.
     TrainingProgress progress() const;
+    // The checkpoint's "mds_hf_vocab_size" (TrainingProgress::hf_vocab_size), 0 when absent; read for
+    // --finetune too, which takes nothing else of progress().
+    std::int64_t hf_vocab_size() const;
 
 private:
     struct Impl;

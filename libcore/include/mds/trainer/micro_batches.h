@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "mds/data/packed_sft_dataset.h"  // PackedSample
+
 namespace mds::trainer {
 
 // Sample n of one dataset (the training one, a validation or test split or group): seq + 1 token ids.
@@ -34,11 +36,16 @@ at::Tensor micro_batch(const Sampler& sample, std::int64_t first, std::int64_t m
 std::pair<at::Tensor, at::Tensor> tokens_and_labels(const at::Tensor& batch, std::int64_t seqlen);
 
 // What the model takes of one micro batch: tokens and labels [mbs, seqlen], the loss mask
-// (float, 0 where the loss is not counted) or an undefined tensor when every position counts, and
-// the position ids [mbs, seqlen] or an undefined tensor for 0 … seqlen-1 in every sample.
+// (float, 0 where the loss is not counted) or an undefined tensor when every position counts, the
+// position ids [mbs, seqlen] or an undefined tensor for 0 … seqlen-1 in every sample, and the
+// segment ids [mbs, seqlen] of packed rows (--sft: attention within each example) or undefined.
 struct MicroBatchInputs {
-    at::Tensor tokens, labels, loss_mask, position_ids;
+    at::Tensor tokens, labels, loss_mask, position_ids, segment_ids;
 };
+
+// A dataset as the trainer reads it: the model's inputs of the samples `ids`, cut to `seqlen`
+// (GPT samples through micro_batch_inputs, packed --sft rows through sft_micro_batch_inputs).
+using BatchSource = std::function<MicroBatchInputs(const std::vector<std::int64_t>& ids, std::int64_t seqlen)>;
 
 // tokens_and_labels, plus --eod-mask-loss's mask when `eod_mask_id` is given: 0 where the INPUT
 // token is that id, 1 elsewhere (BMD's get_ltor_masks_and_position_ids masks `data == eod_token`,
@@ -65,6 +72,22 @@ struct LtorMasks {
 };
 LtorMasks ltor_masks_and_position_ids(const at::Tensor& tokens, std::int64_t eod, bool reset_position_ids,
                                       bool reset_attention_mask);
+
+// --sft: how packed rows (data::PackedSample) become the model's inputs.
+struct SftBatchOptions {
+    bool loss_on_targets_only = false;        // --loss-on-targets-only: loss on answer tokens only
+    std::optional<std::int64_t> eod_mask_id;  // --eod-mask-loss: no loss where the input token is EOD
+};
+
+// The inputs of packed rows of seq + 1 tokens each, cut to `seqlen`: tokens [:, 0, seqlen) and labels
+// [:, 1, seqlen + 1) as for GPT samples; the tokens' segment ids (the model keeps attention within a
+// segment); position ids restarting at 0 where a segment starts (absolute position embeddings see each
+// example as if it stood alone); and the loss mask: position t counts when its label (token t + 1) is
+// in the same example as token t (never across examples, never on padding, segment 0), with
+// --loss-on-targets-only only when that label is an answer token, and with --eod-mask-loss not when
+// token t is EOD. Throws mds::Error when a row has another length or its fields disagree.
+MicroBatchInputs sft_micro_batch_inputs(const std::vector<data::PackedSample>& rows, std::int64_t seq, std::int64_t seqlen,
+                                        const SftBatchOptions& options, c10::Device device);
 
 // One micro batch from the given sample ids, as [ids.size(), seq + 1] token ids on `device`.
 at::Tensor micro_batch(const Sampler& sample, const std::vector<std::int64_t>& ids, std::int64_t seq, c10::Device device);

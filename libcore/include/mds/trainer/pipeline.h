@@ -37,13 +37,16 @@ model::PipelineStage pipeline_stage(const model::GptConfig& config, int tp, int 
 // micro batches' shape, and micro batch j's tokens, labels [micro_batch_size, seq_length], loss
 // mask and position ids (read by the first stage, which uses the tokens and position ids, and the
 // last, which uses the labels and the mask: each micro batch's loss is sum(loss · mask) / sum(mask),
-// BMD's loss_func). The attention is causal on every stage (GPTModelPipe passes no mask along).
+// BMD's loss_func). The attention is causal on every stage (GPTModelPipe passes no mask along);
+// packed --sft rows also keep it within each example, from their segment ids, which every stage
+// reads (batch_on_every_stage).
 struct PipelineStep {
     model::GptModel* model = nullptr;
     Communicator* comm = nullptr;  // the trainer always gives one; a single stage never uses it
     int prev = -1, next = -1;
     std::int64_t micro_batches = 1, micro_batch_size = 1, seq_length = 1;
     std::function<MicroBatchInputs(std::int64_t)> batch;
+    bool batch_on_every_stage = false;  // middle stages call batch() too (for the segment ids)
     // Called just before the step's last backward pass (e.g. GradientReducer::arm); may be empty.
     std::function<void()> before_last_backward;
     // Megatron's timers of the schedule (null: none): forward-compute (with batch-generator inside,

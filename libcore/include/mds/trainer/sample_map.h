@@ -46,7 +46,8 @@ struct BatchDump {
 
 // `batch` that also appends, for each micro batch it returns, the JSON line {"iteration",
 // "micro_batch", "dp_rank", "tp_rank", "pp_rank", "samples": [ids], "tokens": [[...]]} to dump.path
-// (tokens: the seqlen + 1 ids the model read per sample, tokens then the last label). Throws
+// (tokens: the seqlen + 1 ids the model read per sample, tokens then the last label), and where the
+// batch has them "loss_mask" (0 / 1), "position_ids" and "segment_ids" ([[seqlen per sample]]). Throws
 // mds::Error when the file cannot be written.
 std::function<MicroBatchInputs(std::int64_t)> dump_batches(std::function<MicroBatchInputs(std::int64_t)> batch,
                                                            BatchDump dump);

@@ -145,8 +145,16 @@ AtomicOutput::~AtomicOutput() { discard(); }
 void AtomicOutput::flush() {
     if (!buffer_.empty()) {
         write_all(fd_, buffer_.data(), buffer_.size(), temp_path_);
+        written_back(buffer_.size());
         buffer_.clear();
     }
+}
+
+// What was just written with write() goes to the disk now, in the background: commit()'s fsync then
+// finds little left to wait for, and no process's writes pile up as gigabytes of dirty pages.
+void AtomicOutput::written_back(std::size_t n) {
+    start_writeback(flushed_, n);
+    flushed_ += n;
 }
 
 void AtomicOutput::write(const void* data, std::size_t n) {
@@ -156,6 +164,7 @@ void AtomicOutput::write(const void* data, std::size_t n) {
         flush();
         if (n >= buffer_bytes_) {
             write_all(fd_, static_cast<const char*>(data), n, temp_path_);
+            written_back(n);
             return;
         }
     }
@@ -195,6 +204,7 @@ void AtomicOutput::append_file(const std::string& path) {
     while (left > 0) {
         std::size_t n = left < kChunk ? left : kChunk;
         write_all(fd_, p, n, temp_path_);
+        written_back(n);
         p += n;
         left -= n;
         written_ += n;

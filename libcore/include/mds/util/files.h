@@ -34,7 +34,8 @@ private:
 };
 
 // An output file that appears under `final_path` only after commit(). Writes go to
-// `<dir>/.<name>.tmp-<pid>-<host>` (safe_paths.h) through a buffer; commit() flushes, fsyncs and renames. Destroying an
+// `<dir>/.<name>.tmp-<pid>-<host>` (safe_paths.h) through a buffer, and the kernel is asked to start
+// writing each flushed piece to the disk at once (start_writeback); commit() flushes, fsyncs and renames. Destroying an
 // uncommitted AtomicOutput removes the temporary; so does SIGINT/SIGTERM (while the handlers
 // installed by install_cleanup_signal_handlers are in place).
 class AtomicOutput {
@@ -68,6 +69,8 @@ public:
     void discard() noexcept;
 
 private:
+    void written_back(std::size_t n);  // start_writeback of the n bytes write() just wrote at the end
+
     std::string final_path_;
     std::string temp_path_;
     int fd_ = -1;
@@ -75,6 +78,7 @@ private:
     std::string buffer_;
     std::size_t buffer_bytes_;
     std::uint64_t written_ = 0;
+    std::uint64_t flushed_ = 0;  // bytes write() has passed to the kernel (the file's sequential end)
 };
 
 // Writes `content` to `path` atomically (temporary + fsync + rename).

@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
             ->default_str("FRA")->group(g);
         app.add_option("--pue", run.pue, "Power usage effectiveness of the data centre (energy multiplier)")
             ->default_str("1.0")->check(mds::number_in(1.0, 10.0))->group(g);
+        app.add_option("--peak-tflops", run.peak_tflops,
+                       "Peak TFLOP/s of one device in the training's precision, for the MFU field of the log line "
+                       "(default: from the GPU's name for known NVIDIA data-centre GPUs; none on CPUs)")
+            ->check(mds::number_in(0.001, 1e6))->group(g);
         mds::observe::add_loss_alert_flags(app, run.alert, run.alert_command);
         app.add_option("--run-ledger", run.run_ledger,
                        "Run ledger file: one JSON line per run (hosts, seed, layout, iterations, checkpoints, stop "

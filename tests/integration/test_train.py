@@ -183,6 +183,26 @@ def alerts(tmp, data):
     print(f"alerts: {lines[0] if lines else None}")
 
 
+def mfu(tmp, data):
+    """--peak-tflops: the log line's MFU is the model's FLOPs (the forward once, even with --checkpoint-activations)
+    per second over the peak; without it (a CPU) the field is absent."""
+    peak = 0.002  # TFLOP/s: a CPU-sized peak, so the percentage has digits to check
+    r = run(data + model_flags(10, ["--peak-tflops", str(peak), "--checkpoint-activations"]))
+    out = r.stdout + r.stderr
+    fields = re.findall(r"samples per second: ([0-9.]+) \| TFLOPs: ([0-9.]+) \| tokens per second: [0-9.]+ \| MFU: ([0-9.]+)% \|", out)
+    ok = check(r.returncode == 0 and len(fields) == 2, f"--peak-tflops: {r.returncode} {len(fields)} MFU fields: {out[-800:]}")
+    check(f"> MFU against --peak-tflops {peak} TFLOP/s per device" in out, "no MFU set-up line")
+    # Narayanan et al. Eq. 3 with the forward counted once: 24 * 3 * B s l h^2 (1 + s/(6h) + V/(16 l h)), V padded to 1024.
+    B, s_, l, h, V = 8, 64, 2, 64, 1024
+    model_flops = 24 * 3 * B * s_ * l * h * h * (1 + s_ / (6 * h) + V / (16 * l * h))
+    for sps, _, pct in fields if ok else []:
+        want = model_flops * float(sps) / B / 1e12 / peak * 100
+        check(abs(float(pct) - want) <= 0.01 + 2e-3 * want, f"MFU {pct}% vs {want:.3f}% from samples per second {sps}")
+    plain = run(data + model_flags(5))
+    check("MFU" not in plain.stdout, "an MFU field without a known peak on a CPU")
+    print(f"MFU: {[f[2] for f in fields]}% at a peak of {peak} TFLOP/s")
+
+
 def dry_run(tmp, data):
     """--dry-run of tr1-13B's shape trains nothing and prints its parameter count and days."""
     r = run(["--num-layers", "40", "--hidden-size", "5120", "--num-attention-heads", "32", "--seq-length", "2048",
@@ -304,6 +324,7 @@ def main():
         alerts(tmp, data)
         curriculum(tmp, data)
         dry_run(tmp, data)
+        mfu(tmp, data)
         errors(tmp, data)
         startup_checks(tmp, data)
     if failures:

@@ -146,6 +146,14 @@ void add_dry_run_flags(CLI::App& app, DryRunOptions& options) {
            [&options](const std::string& v) { options.train_tokens = parse_count("--dry-run-train-tokens", v); },
            "Tokens to estimate the time for [default: what --train-iters / --train-samples consume]")
         ->group(group);
+    app.add_flag_function(
+           "--dry-run-fused-attention", [&options](std::int64_t) { options.attention_scores_materialized = false; },
+           "Count no s x s attention scores in the activations: mds-train on a GPU runs causal attention (learned "
+           "positions) through SDPA's fused kernels, which keep O(s) per head")
+        ->group(group);
+    app.add_option("--dry-run-gpu-memory", options.gpu_memory_gib,
+                   "GiB of one GPU, for the largest GPT that fits it with and without recomputation [default: 80]")
+        ->group(group);
 }
 
 double activation_bytes_per_layer(std::int64_t seq_length, std::int64_t micro_batch_size, std::int64_t hidden_size,
@@ -396,14 +404,97 @@ void plan_time(const TrainArgs& args, const DryRunOptions& options, DryRunReport
 
 }  // namespace
 
+namespace {
+
+// The memory of the largest stage for `args` (no time, no checks beyond what the shape needs).
+std::optional<DryRunReport> plan_memory(const TrainArgs& args, const DryRunOptions& options) {
+    const auto& m = args.model;
+    const std::int64_t t = args.parallel.tensor_model_parallel_size;
+    if (m.num_layers < args.parallel.pipeline_model_parallel_size || m.num_attention_heads % t != 0 || m.ffn_hidden() % t != 0 ||
+        m.hidden_size % m.num_attention_heads != 0)
+        return std::nullopt;
+    DryRunReport r;
+    plan_layout(args, options, r);
+    plan_model(args, options, r);
+    plan_precision(args, options, r);
+    plan_stages(args, r);
+    return r;
+}
+
+// Brown et al. 2020 Table 2.1 (GPT-3's eight sizes) and GPT-2 1.5B: (name, layers, hidden, heads).
+struct GptShape {
+    const char* name;
+    std::int64_t layers, hidden, heads;
+};
+constexpr GptShape kGptShapes[] = {
+    {"GPT-3 125M", 12, 768, 12},  {"GPT-3 350M", 24, 1024, 16}, {"GPT-3 760M", 24, 1536, 16},  {"GPT-3 1.3B", 24, 2048, 16},
+    {"GPT-2 1.5B", 48, 1600, 25}, {"GPT-3 2.7B", 32, 2560, 32}, {"GPT-3 6.7B", 32, 4096, 32},  {"GPT-3 13B", 40, 5120, 40},
+    {"GPT-3 175B", 96, 12288, 96},
+};
+
+void plan_fits(const TrainArgs& args, const DryRunOptions& options, DryRunReport& r) {
+    r.gpu_memory_gib = options.gpu_memory_gib;
+    const double budget = 0.9 * options.gpu_memory_gib * 1073741824.0;
+    for (const bool recompute : {false, true}) {
+        DryRunFit fit;
+        fit.recompute = recompute;
+        TrainArgs a = args;
+        a.model.checkpoint_activations = recompute;
+        // The table's shapes, each with Megatron's defaults for the rest (FFN 4h, head size h / heads).
+        TrainArgs shaped = a;
+        shaped.model.ffn_hidden_size.reset();
+        shaped.model.kv_channels.reset();
+        for (const auto& g : kGptShapes) {
+            shaped.model.num_layers = g.layers;
+            shaped.model.hidden_size = g.hidden;
+            shaped.model.num_attention_heads = g.heads;
+            const auto plan = plan_memory(shaped, options);
+            if (!plan) continue;
+            const auto bytes = plan->stages[plan->largest_stage].total_bytes;
+            if (static_cast<double>(bytes) > budget || (!fit.shape.empty() && plan->parameters <= fit.parameters)) continue;
+            fit.shape = g.name;
+            fit.num_layers = g.layers;
+            fit.hidden_size = g.hidden;
+            fit.num_attention_heads = g.heads;
+            fit.parameters = plan->parameters;
+            fit.per_gpu_bytes = bytes;
+        }
+        // The deepest model of the flags' width: memory grows with the layers, so bisect them.
+        std::int64_t lo = 0, hi = 1;
+        const auto fits_with = [&](std::int64_t layers) -> std::optional<DryRunReport> {
+            a.model.num_layers = layers;
+            auto plan = plan_memory(a, options);
+            if (!plan || static_cast<double>(plan->stages[plan->largest_stage].total_bytes) > budget) return std::nullopt;
+            return plan;
+        };
+        while (hi <= (std::int64_t{1} << 20) && fits_with(hi)) lo = hi, hi *= 2;
+        while (hi - lo > 1) {
+            const std::int64_t mid = lo + (hi - lo) / 2;
+            (fits_with(mid) ? lo : hi) = mid;
+        }
+        if (lo > 0) {
+            const auto plan = fits_with(lo);
+            fit.deepest_layers = lo;
+            fit.deepest_parameters = plan->parameters;
+            fit.deepest_per_gpu_bytes = plan->stages[plan->largest_stage].total_bytes;
+        }
+        r.fits.push_back(fit);
+    }
+}
+
+}  // namespace
+
 DryRunReport plan_dry_run(const TrainArgs& args, const DryRunOptions& options) {
     check_plannable(args, options);
+    if (!(options.gpu_memory_gib > 0.0 && std::isfinite(options.gpu_memory_gib)))
+        usage("--dry-run-gpu-memory must be a positive number of GiB");
     DryRunReport r;
     plan_layout(args, options, r);
     plan_model(args, options, r);
     plan_precision(args, options, r);
     plan_stages(args, r);
     plan_time(args, options, r);
+    plan_fits(args, options, r);
     return r;
 }
 
@@ -509,6 +600,26 @@ void format_time(std::ostream& out, const DryRunReport& r) {
     }
 }
 
+void format_fits(std::ostream& out, const DryRunReport& r) {
+    out << "\nlargest GPT that fits one GPU of " << format_fixed(r.gpu_memory_gib, 0) << " GiB (estimate within 90%; micro batch "
+        << r.micro_batch_size << ", sequence " << r.seq_length << ", " << r.precision << ", TP " << r.tensor_model_parallel_size
+        << " x PP " << r.pipeline_model_parallel_size << ", DP " << r.data_parallel_size << ")\n";
+    for (const auto& f : r.fits) {
+        out << "  " << (f.recompute ? "with recomputation:   " : "without recomputation:") << " ";
+        if (f.shape.empty())
+            out << "none of GPT-3's sizes";
+        else
+            out << f.shape << " (" << f.num_layers << " layers x " << f.hidden_size << ", " << format_fixed(static_cast<double>(f.parameters) / 1e9, 2)
+                << " B parameters, " << gib(f.per_gpu_bytes) << " GiB)";
+        out << "; at hidden " << r.hidden_size << ": ";
+        if (f.deepest_layers == 0)
+            out << "not one layer\n";
+        else
+            out << f.deepest_layers << " layers (" << format_fixed(static_cast<double>(f.deepest_parameters) / 1e9, 2) << " B parameters, "
+                << gib(f.deepest_per_gpu_bytes) << " GiB)\n";
+    }
+}
+
 }  // namespace
 
 std::string format_dry_run(const DryRunReport& r) {
@@ -517,6 +628,7 @@ std::string format_dry_run(const DryRunReport& r) {
     format_layout(out, r);
     format_memory(out, r);
     format_time(out, r);
+    format_fits(out, r);
     return out.str();
 }
 
@@ -584,6 +696,21 @@ nlohmann::json dry_run_json(const DryRunReport& r) {
           {"tflops_per_gpu", optional_number(r.tflops_per_gpu)},
           {"days", optional_number(r.days)},
           {"days_exact", optional_number(r.days_exact)}}},
+        {"fits", [&] {
+             json fits = {{"gpu_memory_gib", r.gpu_memory_gib}, {"budget_share", 0.9}};
+             for (const auto& f : r.fits)
+                 fits[f.recompute ? "with_recomputation" : "without_recomputation"] = {
+                     {"shape", f.shape.empty() ? json(nullptr) : json(f.shape)},
+                     {"num_layers", f.num_layers},
+                     {"hidden_size", f.hidden_size},
+                     {"num_attention_heads", f.num_attention_heads},
+                     {"parameters", f.parameters},
+                     {"per_gpu_bytes", f.per_gpu_bytes},
+                     {"deepest_layers_at_hidden_size", f.deepest_layers},
+                     {"deepest_parameters", f.deepest_parameters},
+                     {"deepest_per_gpu_bytes", f.deepest_per_gpu_bytes}};
+             return fits;
+         }()},
     };
 }
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "mds/observe/emissions_csv.h"  // python_float_repr
+
 namespace mds::observe {
 
 namespace {
@@ -52,9 +54,17 @@ std::string format_training_log_line(const TrainingLogLine& l) {
         s += " TFLOPs: " + py_format_float(l.tflops, 2, 'f') + " |";
     }
     if (l.tokens_per_second) s += " tokens per second: " + py_format_float(*l.tokens_per_second, 1, 'f') + " |";
+    if (l.mfu) s += " MFU: " + py_format_float(*l.mfu * 100.0, 2, 'f') + "% |";
     if (l.energy_kwh) s += " energy (kWh): " + py_format_float(*l.energy_kwh, 3, 'E') + " |";
     if (l.co2_kg) s += " CO2 (kg): " + py_format_float(*l.co2_kg, 3, 'E') + " |";
     return s;
+}
+
+std::string format_memory_report(int rank, std::string_view when, std::int64_t allocated, std::int64_t max_allocated,
+                                 std::int64_t reserved, std::int64_t max_reserved) {
+    const auto mb = [](std::int64_t bytes) { return python_float_repr(static_cast<double>(bytes) / (1024.0 * 1024.0)); };
+    return "[Rank " + std::to_string(rank) + "] (" + std::string(when) + ") memory (MB) | allocated: " + mb(allocated) +
+           " | max allocated: " + mb(max_allocated) + " | reserved: " + mb(reserved) + " | max reserved: " + mb(max_reserved);
 }
 
 std::string format_validation_block(std::string_view prefix,

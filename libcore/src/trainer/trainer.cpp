@@ -139,6 +139,7 @@ RunSummary Trainer::evaluate_only() {
 
 void Trainer::finish_run(Stop stop) {
     finish_save();  // every exit publishes a save still being written before the process ends
+    if (iteration_ > resumed_.iteration) report_memory("at the end of training");  // mds: the run's peaks
     if (tb_) tb_->flush(true);
     if (carbon_) {
         const auto row = carbon_->stop();

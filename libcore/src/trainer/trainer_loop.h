@@ -151,6 +151,9 @@ private:
     void setup_sample_order();  // --dataloader-type, --skip-train-iteration-range (end of setup_data)
     void setup_optimizer();     // LR schedule, AdamW, TP-duplicated norms, data-parallel reducer
     void setup_observers();     // carbon tracker, TensorBoard, throughput shape, curriculum, alerts
+    void setup_peak_tflops();   // end of setup_observers: the device's peak for the MFU field
+    // Megatron's report_memory on a GPU (every rank of data-parallel rank 0 prints; nothing on a CPU).
+    void report_memory(const std::string& when);
     // ---- resume (trainer_state.cpp) ----
     void load_weights();        // opens --load, the weights (before the optimizer's masters)
     void load_state();          // optimizer, LR schedule, loss scaler, RNG, progress
@@ -258,6 +261,8 @@ private:
     bool mlflow_on_ = false;  // --mlflow-tracking-uri / MLFLOW_TRACKING_URI usable (the same on every rank)
     bool mlflow_id_waited_ = false;  // the first save waited for the run id (mlflow_log.cpp)
     observe::ThroughputShape flops_shape_;
+    std::optional<double> peak_tflops_;  // for MFU: --peak-tflops, else the known GPU's (setup_peak_tflops)
+    bool memory_report_due_ = true;      // BMD's report_memory_flag: after the first logged iteration
     double params_no_embeddings_billions_ = 0;
     std::optional<flags::CurriculumScheduler> curriculum_;
     std::optional<observe::LossAlertDetector> alerts_;

@@ -3,7 +3,7 @@
 // order is part of the behaviour: it is the order of the info lines and of the errors.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/DeviceAccelerator.h>  // at::accelerator::synchronizeDevice (timers on a GPU)
+#include <ATen/DeviceAccelerator.h>  // at::accelerator::synchronizeDevice (timers on a GPU), getDeviceStats
 
 #include <cstdio>
 #include <cstdlib>  // std::getenv (MDS_DUMP_BATCHES)
@@ -13,6 +13,9 @@
 #include "mds/flags/dry_run.h"  // padded_vocab_size
 #include "mds/trainer/stop_signals.h"  // install_stop_signal_handlers
 #include "mds/flags/train_tokenizer.h"  // load_tokenizer
+#include "mds/observe/emissions_csv.h"  // python_float_repr
+#include "mds/observe/gpu_energy.h"  // open_nvml_energy_reader (the GPU's name, for its peak)
+#include "mds/observe/log_line.h"  // py_format_float, format_memory_report
 #include "mds/util/cli.h"  // mds_version
 #include "mds/util/error.h"
 #include "mds/util/tool.h"  // print_info, print_warning
@@ -460,6 +463,41 @@ void Trainer::setup_observers() {
     alerts_.emplace(options_.alert);
     if (!options_.alert_command.empty()) alert_command_.emplace(options_.alert_command);
     setup_stragglers();  // a collective (the hosts): every rank
+    setup_peak_tflops();
+}
+
+// The MFU field's denominator: --peak-tflops, else the table's peak for the GPU's product name (NVML,
+// as the carbon tracker reads it) in the training's precision; no MFU on a CPU or an unknown GPU.
+void Trainer::setup_peak_tflops() {
+    if (options_.peak_tflops > 0) {
+        peak_tflops_ = options_.peak_tflops;
+        info("> MFU against --peak-tflops " + observe::python_float_repr(options_.peak_tflops) + " TFLOP/s per device");
+        return;
+    }
+    if (!device_.is_cuda()) return;
+    const auto nvml = observe::open_nvml_energy_reader();
+    std::string name;
+    if (nvml.reader && nvml.reader->device_count() > 0) {
+        const unsigned count = nvml.reader->device_count();
+        const auto local = static_cast<unsigned>(std::max(0, launch_.local_rank));
+        name = nvml.reader->device_name(local < count ? local : 0);
+    }
+    const bool half = cfg_.precision != model::Precision::FP32;
+    peak_tflops_ = observe::gpu_peak_tflops(name, half);
+    if (peak_tflops_)
+        info("> MFU against the " + name + "'s dense " + (half ? "bf16 / fp16" : "fp32") + " peak of " +
+             observe::py_format_float(*peak_tflops_, 1, 'f') + " TFLOP/s (--peak-tflops overrides)");
+    else
+        info("> no MFU in the log line: the peak of GPU '" + (name.empty() ? std::string("unknown") : name) +
+             "' is not in mds's table (give it with --peak-tflops)");
+}
+
+void Trainer::report_memory(const std::string& when) {
+    if (!device_.is_cuda() || dp_rank_ != 0) return;
+    const auto index = device_.has_index() ? device_.index() : c10::DeviceIndex(0);
+    const auto s = at::accelerator::getDeviceStats(index);
+    print_line(observe::format_memory_report(launch_.rank, when, s.allocated_bytes[0].current, s.allocated_bytes[0].peak,
+                                             s.reserved_bytes[0].current, s.reserved_bytes[0].peak));
 }
 
 }  // namespace mds::trainer

@@ -35,6 +35,10 @@ void Trainer::log_step(const StepOutcome& step) {
     if (iteration_ % args_.logging.log_interval == 0) {
         write_log_line(step, lr, grad_norm, params_norm);
         interval_ = IntervalStats{};
+        if (memory_report_due_ && lr > 0.0) {  // BMD: after the optimizer states exist
+            report_memory("after " + std::to_string(iteration_) + " iterations");
+            memory_report_due_ = false;
+        }
     }
 }
 
@@ -101,6 +105,7 @@ void Trainer::write_log_line(const StepOutcome& step, double lr, const std::opti
     line.samples_per_second = static_cast<double>(step.batch_size) / per_iter;
     line.tflops = observe::tflops_per_gpu(flops_shape_, per_iter, world_);
     line.tokens_per_second = line.samples_per_second * static_cast<double>(step.tokens_per_sample);
+    if (peak_tflops_) line.mfu = observe::model_flops_utilization(flops_shape_, per_iter, world_, *peak_tflops_);
     if (curriculum_) line.curriculum_seqlen = step.curriculum_seqlen;
     if (!args_.logging.codecarbon_dir.empty()) {
         // Energy up to now (not up to the last 15 s tick), summed over the nodes.

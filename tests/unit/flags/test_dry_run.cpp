@@ -284,3 +284,52 @@ TEST_CASE("dry run: inputs it cannot plan with are usage errors naming the flag"
     CHECK(error_of({"--dry-run-vocab-size", "0"}) == "the vocabulary size must be positive, got 0");
     CHECK(error_of({"--dry-run-train-tokens", "0"}) == "--dry-run-train-tokens must be positive, got 0");
 }
+
+TEST_CASE("dry run: the largest GPT that fits one GPU, with and without recomputation") {
+    TrainArgs args;
+    DryRunOptions options;
+    // bench/gpu's 124M run: GPT-2 small, micro batch 16, T = 1024, bf16, fused attention.
+    parse(args, options,
+          {"--num-layers", "12", "--hidden-size", "768", "--num-attention-heads", "12", "--seq-length", "1024",
+           "--max-position-embeddings", "1024", "--micro-batch-size", "16", "--train-iters", "10", "--lr", "6e-4", "--bf16",
+           "--dry-run", "--dry-run-vocab-size", "50257", "--dry-run-fused-attention"},
+          1);
+    const DryRunReport r = plan_dry_run(args, options);
+    REQUIRE(r.fits.size() == 2);
+    const double budget = 0.9 * 80.0 * 1073741824.0;
+    for (const auto& f : r.fits) {
+        // The shape named fits, and its memory is what a dry run of that shape itself says.
+        REQUIRE_FALSE(f.shape.empty());
+        TrainArgs shaped;
+        DryRunOptions so;
+        parse(shaped, so,
+              {"--num-layers", std::to_string(f.num_layers), "--hidden-size", std::to_string(f.hidden_size),
+               "--num-attention-heads", std::to_string(f.num_attention_heads), "--seq-length", "1024",
+               "--max-position-embeddings", "1024", "--micro-batch-size", "16", "--train-iters", "10", "--lr", "6e-4",
+               "--bf16", "--dry-run", "--dry-run-vocab-size", "50257", "--dry-run-fused-attention"},
+              1);
+        if (f.recompute) shaped.model.checkpoint_activations = true;
+        const DryRunReport own = plan_dry_run(shaped, so);
+        CHECK(own.stages[own.largest_stage].total_bytes == f.per_gpu_bytes);
+        CHECK(static_cast<double>(f.per_gpu_bytes) <= budget);
+        CHECK(own.parameters == f.parameters);
+        // One layer more at the flags' width does not fit; the deepest does.
+        CHECK(static_cast<double>(f.deepest_per_gpu_bytes) <= budget);
+        TrainArgs deeper = args;
+        deeper.model.num_layers = f.deepest_layers + 1;
+        deeper.model.checkpoint_activations = f.recompute;
+        const DryRunReport more = plan_dry_run(deeper, options);
+        CHECK(static_cast<double>(more.stages[more.largest_stage].total_bytes) > budget);
+    }
+    // Recomputation keeps only each layer's input: more fits.
+    CHECK(r.fits[1].parameters >= r.fits[0].parameters);
+    CHECK(r.fits[1].deepest_layers > 2 * r.fits[0].deepest_layers);
+    CHECK(format_dry_run(r).find("largest GPT that fits one GPU of 80 GiB") != std::string::npos);
+    CHECK(dry_run_json(r)["fits"]["with_recomputation"]["shape"] == r.fits[1].shape);
+    // A smaller GPU fits less; a nonsense size is a usage error.
+    options.gpu_memory_gib = 16;
+    const DryRunReport small = plan_dry_run(args, options);
+    CHECK(small.fits[0].deepest_layers < r.fits[0].deepest_layers);
+    options.gpu_memory_gib = 0;
+    CHECK_THROWS_AS(plan_dry_run(args, options), mds::UsageError);
+}

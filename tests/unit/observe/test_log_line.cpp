@@ -164,3 +164,37 @@ TEST_CASE("parameter counts") {
     const std::int64_t l = 12, h = 768;
     CHECK(parameter_count(gpt2) == 12 * l * h * h + 13 * l * h + 50257 * h + 1024 * h + 2 * h);
 }
+
+TEST_CASE("MFU: model FLOPs over the peak, the forward counted once even with recomputation") {
+    ThroughputShape s = bloom_176b();
+    // BLOOM-176B at 104.70 s per iteration on 384 A100s: 149.76 hardware TFLOPs (4 passes), so 3/4 of
+    // that in model FLOPs, over the A100's 312 dense bf16 TFLOP/s.
+    CHECK(model_flops_utilization(s, 104.70, 384, 312.0) == doctest::Approx(149.76295259501458 * 0.75 / 312.0).epsilon(1e-12));
+    s.checkpoint_activations = false;
+    CHECK(model_flops_utilization(s, 104.70, 384, 312.0) == doctest::Approx(tflops_per_gpu(s, 104.70, 384) / 312.0));
+    TrainingLogLine l;
+    l.mfu = 0.36;
+    CHECK(format_training_log_line(l).find(" MFU: 36.00% |") != std::string::npos);
+}
+
+TEST_CASE("GPU peaks by product name") {
+    CHECK(gpu_peak_tflops("NVIDIA H100 80GB HBM3", true) == doctest::Approx(989.4));
+    CHECK(gpu_peak_tflops("NVIDIA H100 PCIe", true) == doctest::Approx(756.5));
+    CHECK(gpu_peak_tflops("NVIDIA H200", true) == doctest::Approx(989.4));
+    CHECK(gpu_peak_tflops("NVIDIA A100-SXM4-80GB", true) == doctest::Approx(312.0));
+    CHECK(gpu_peak_tflops("NVIDIA A100-SXM4-80GB", false) == doctest::Approx(19.5));
+    CHECK(gpu_peak_tflops("NVIDIA A10G", true) == doctest::Approx(70.0));  // not the A10's row
+    CHECK(gpu_peak_tflops("NVIDIA L40S", true) == doctest::Approx(362.1));
+    CHECK(gpu_peak_tflops("NVIDIA L40", true) == doctest::Approx(181.0));   // not the L4's
+    CHECK(gpu_peak_tflops("Tesla V100-SXM2-32GB", true) == doctest::Approx(125.0));
+    CHECK(!gpu_peak_tflops("NVIDIA GeForce GTX 1080", true));
+    CHECK(!gpu_peak_tflops("", true));
+}
+
+TEST_CASE("memory report: Megatron's report_memory line") {
+    // Python: "[Rank {}] {}".format(0, '(after 10 iterations)' + ' memory (MB)' + ' | allocated: {}'.format(
+    // 3 * 2**20 / 2**20) ...) with max allocated 1.5 MiB + 1 byte and reserved 2 GiB.
+    CHECK(format_memory_report(0, "after 10 iterations", 3 << 20, (3 << 19) + 1, std::int64_t{2} << 30, std::int64_t{2} << 30) ==
+          "[Rank 0] (after 10 iterations) memory (MB) | allocated: 3.0 | max allocated: 1.5000009536743164 | reserved: 2048.0 | "
+          "max reserved: 2048.0");
+}

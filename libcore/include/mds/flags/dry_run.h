@@ -45,6 +45,8 @@ struct DryRunOptions {
     // Whether attention keeps its a·s² scores, softmax and dropout mask for the backward (Megatron's
     // attention: yes). A fused flash / SDPA attention keeps only O(s) per head: set false.
     bool attention_scores_materialized = true;
+    // Memory of one GPU, GiB, for the "largest GPT that fits" section. --dry-run-gpu-memory.
+    double gpu_memory_gib = 80.0;
 };
 
 // --dry-run, --dry-run-gpus, --dry-run-tflops, --dry-run-vocab-size, --dry-run-train-tokens.
@@ -65,6 +67,20 @@ struct DryRunStage {
     std::int64_t host_optimizer_bytes = 0;
     std::int64_t activations_bytes = 0;
     std::int64_t total_bytes = 0;
+};
+
+// The largest model that fits one GPU's memory at the flags' micro batch, sequence, precision,
+// vocabulary and parallel layout, with or without activation recomputation: the largest shape of
+// GPT-3's table (Brown et al. 2020, Table 2.1; plus GPT-2 1.5B) and the deepest model of the flags'
+// own width. "Fits": the estimate of the largest stage within 90% of the memory (the rest for what the
+// estimate leaves out: CUDA context, communication buffers, fragmentation).
+struct DryRunFit {
+    bool recompute = false;
+    std::string shape;                     // "GPT-3 2.7B"; empty when none of the table fits
+    std::int64_t num_layers = 0, hidden_size = 0, num_attention_heads = 0;
+    std::int64_t parameters = 0, per_gpu_bytes = 0;
+    std::int64_t deepest_layers = 0;       // at --hidden-size / --num-attention-heads; 0 when not even one layer
+    std::int64_t deepest_parameters = 0, deepest_per_gpu_bytes = 0;
 };
 
 struct DryRunReport {
@@ -120,6 +136,9 @@ struct DryRunReport {
     std::optional<double> tflops_per_gpu;
     std::optional<double> days;                      // flops_per_parameter_token · tokens · params
     std::optional<double> days_exact;                // total_flops (scaled to train_tokens)
+    // What fits one GPU of gpu_memory_gib: without and with recomputation.
+    double gpu_memory_gib = 80.0;
+    std::vector<DryRunFit> fits;
 };
 
 // The report for resolved `args` (resolve_train_args). Throws mds::UsageError naming the flag for

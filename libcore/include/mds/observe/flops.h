@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace mds::observe {
 
@@ -27,6 +29,18 @@ double flops_per_iteration(const ThroughputShape& shape);
 
 // TFLOPs per GPU as Megatron-DeepSpeed logs it: flops_per_iteration / (seconds × world size × 1e12).
 double tflops_per_gpu(const ThroughputShape& shape, double seconds_per_iteration, std::int64_t world_size);
+
+// Model FLOPs utilization, as a fraction: the model's FLOPs per iteration (the forward counted once,
+// whatever --checkpoint-activations recomputes: Chowdhery et al. 2022's MFU, not the hardware FLOPs
+// that Megatron's TFLOPs count) per second and GPU, over `peak_tflops` (the device's dense peak).
+double model_flops_utilization(const ThroughputShape& shape, double seconds_per_iteration, std::int64_t world_size,
+                               double peak_tflops);
+
+// The dense peak TFLOP/s of a known NVIDIA data-centre GPU from its product name as the driver gives it
+// ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"): with `half` the bf16 / fp16 tensor-core rate
+// (fp32 accumulation, no sparsity; V100 fp16 only), else plain fp32, as NVIDIA's datasheets give them.
+// nullopt for a name not in the table (mds-train's --peak-tflops gives it then).
+std::optional<double> gpu_peak_tflops(std::string_view product_name, bool half);
 
 // The parameters of a GPT-2 / BLOOM style model.
 struct ModelShape {

@@ -43,12 +43,20 @@ struct TrainingLogLine {
 
     // mds extras, appended after Megatron's fields when set.
     std::optional<double> tokens_per_second;
+    std::optional<double> mfu;          // model_flops_utilization (a fraction), when the device's peak is known
     std::optional<double> energy_kwh;   // cumulative energy of the run, as emissions.csv's energy_consumed
     std::optional<double> co2_kg;       // cumulative emissions, as emissions.csv's emissions
 };
 
 // The line without a trailing newline, starting with a space as Megatron's does.
 std::string format_training_log_line(const TrainingLogLine& line);
+
+// Megatron's GPU memory report (megatron/utils.py report_memory), which BMD prints once, after the
+// first logged iteration, on every rank of data-parallel rank 0: "[Rank R] (after N iterations) memory
+// (MB) | allocated: A | max allocated: M | reserved: X | max reserved: Y", bytes / 2^20 printed as
+// Python prints floats. `when` is the part in parentheses.
+std::string format_memory_report(int rank, std::string_view when, std::int64_t allocated, std::int64_t max_allocated,
+                                 std::int64_t reserved, std::int64_t max_reserved);
 
 // The validation block: a line of dashes, ` validation loss at <prefix> | <key> value: {:.6E} |
 // <key> PPL: {:.6E} | ` (PPL = exp(min(20, loss))), and the dashes again; the dash lines are one

@@ -30,6 +30,7 @@ struct RunOptions {
     std::string country_iso_code = "FRA";  // --country-iso-code: carbon intensity (ISO 3166 alpha-3)
     double pue = 1.0;                // --pue: power usage effectiveness of the data centre
     std::int64_t threads = 0;        // --threads: CPU threads for LibTorch (0: its default)
+    double peak_tflops = 0;          // --peak-tflops: the device's dense peak for MFU (0: from the GPU's name)
     dist::LaunchInfo launch;         // this process's rank, from the launcher's environment
     std::vector<std::string> command_line;  // mds-train's arguments (argv[1..]), for the run ledger and alerts
     std::string run_ledger;          // --run-ledger PATH|none ("": {--save}/runs.jsonl; run_ledger.h)

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
-#include <sys/stat.h>  // lstat
 
 #include "ckpt/hf_to_ckpt_plan.h"
 #include "ckpt/transpose_rows.h"
@@ -157,24 +156,9 @@ void copy_tokenizer(const Plan& plan, const fs::path& out) {
     sync_directory(out.string());
 }
 
-// What may stand at the output's place: nothing, or with --overwrite an earlier checkpoint root
-// (a folder holding `latest`) or an empty folder. A file, a symbolic link or any other folder is
-// refused: `mds-hf-to-ckpt gpt2 ~ --overwrite` must not empty a home folder.
+// Nothing, or with --overwrite an earlier checkpoint root (`latest`) or an empty folder, stands at the output's place.
 void check_destination(const fs::path& dir, bool overwrite) {
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0) return;
-    if (S_ISLNK(st.st_mode))
-        throw Error("the destination " + in_quotes(dir.string()) + " is a symbolic link; refusing to replace it (name the folder it points to)");
-    if (!S_ISDIR(st.st_mode)) throw Error("the destination " + in_quotes(dir.string()) + " exists and is not a folder; refusing to replace it");
-    if (!overwrite) throw Error(printable(dir.string(), 200) + " exists; pass --overwrite to replace it");
-    bool empty = true, latest = false;
-    for (const auto& e : fs::directory_iterator(dir)) {
-        empty = false;
-        latest = latest || e.path().filename() == "latest";
-    }
-    if (!empty && !latest)
-        throw Error("the destination " + in_quotes(dir.string()) + " is a folder without `latest`, not an earlier checkpoint; --overwrite "
-                    "replaces only those (choose another destination, or remove the folder yourself)");
+    check_replaceable_output(dir, overwrite, "latest", "`latest`", "checkpoint");
 }
 
 // Flag values no model can take: usage errors, before any file is read.

@@ -11,7 +11,6 @@
 #include <mutex>
 #include <optional>
 #include <span>
-#include <sys/stat.h>  // lstat
 
 #include "ckpt/hf_tokenizer.h"
 #include "ckpt/transpose_rows.h"
@@ -159,26 +158,10 @@ void copy_file(const std::string& from, const std::string& to) {
     out.commit();
 }
 
-// What may stand at the output's place: nothing, or with --overwrite an earlier export (a folder
-// holding config.json, or an empty one). A file, a symbolic link or any other folder is refused:
-// `mds-ckpt-to-hf ckpt ~ --overwrite` must not empty a home folder.
+// Nothing, or with --overwrite an earlier export (config.json) or an empty folder, stands at the output's place.
 void check_destination(const fs::path& dir, bool overwrite) {
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0) return;
-    if (S_ISLNK(st.st_mode))
-        throw Error("the destination " + in_quotes(dir.string()) + " is a symbolic link; refusing to replace it (name the folder it points to)");
-    if (!S_ISDIR(st.st_mode)) throw Error("the destination " + in_quotes(dir.string()) + " exists and is not a folder; refusing to replace it");
-    if (!overwrite) throw Error(printable(dir.string(), 200) + " exists; pass --overwrite to replace it");
-    bool empty = true, config = false;
-    for (const auto& e : fs::directory_iterator(dir)) {
-        empty = false;
-        config = config || e.path().filename() == "config.json";
-    }
-    if (!empty && !config)
-        throw Error("the destination " + in_quotes(dir.string()) + " is a folder without config.json, not an earlier export; --overwrite "
-                    "replaces only those (choose another destination, or remove the folder yourself)");
+    check_replaceable_output(dir, overwrite, "config.json", "config.json", "export");
 }
-
 
 using Note = std::function<void(const std::string&)>;
 

@@ -147,19 +147,10 @@ PackedSftDatasets::PackedSftDatasets(const PackedSftDatasetsOptions& opt) {
             for (const auto& g : opt.groups[static_cast<std::size_t>(k)]) {
                 const std::string what = std::string(weighted_split_flag(k)) + " group '" + g.name + "'";
                 const bool blended = g.paths.size() > 1;
-                std::vector<std::string> prefixes = g.paths;
-                std::vector<double> weights(g.paths.size(), 1.0);
-                std::vector<std::int64_t> requested(g.paths.size(), num_samples_[static_cast<std::size_t>(k)]);
-                if (blended) {
-                    const DataPath dp = weighted_split_data_path(g, what);
-                    if (dp.prefixes.size() >= 255)
-                        throw UsageError(what + ": " + std::to_string(dp.prefixes.size()) +
-                                         " datasets; Megatron's blending takes at most 254");
-                    prefixes = dp.prefixes;
-                    weights = dp.weights;
-                    const auto per = blended_num_samples(dp.weights, num_samples_);
-                    for (std::size_t i = 0; i < per.size(); ++i) requested[i] = per[i][static_cast<std::size_t>(k)];
-                }
+                const auto members = weighted_group_members(g, k, num_samples_, what);
+                const auto& prefixes = members.prefixes;
+                const auto& weights = members.weights;
+                const auto& requested = members.num_samples;
                 const std::size_t gi = add_group(k, g.name, blended, weights);
                 for (std::size_t i = 0; i < prefixes.size(); ++i) {
                     const std::string item = what + ", " + prefixes[i] + " " + g.splits[i];

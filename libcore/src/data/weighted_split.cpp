@@ -175,6 +175,25 @@ std::array<std::int64_t, 2> get_split_by_range(std::string_view range, std::int6
             static_cast<std::int64_t>(std::nearbyint(v[1] * static_cast<double>(size)))};
 }
 
+WeightedGroupMembers weighted_group_members(const WeightedSplitGroup& g, int split, const std::array<std::int64_t, 3>& num_samples,
+                                            const std::string& what) {
+    WeightedGroupMembers m;
+    const auto k = static_cast<std::size_t>(split);
+    if (g.paths.size() <= 1) {
+        m.prefixes = g.paths;
+        m.weights.assign(g.paths.size(), 1.0);
+        m.num_samples.assign(g.paths.size(), num_samples[k]);
+        return m;
+    }
+    const DataPath dp = weighted_split_data_path(g, what);
+    if (dp.prefixes.size() >= 255)
+        throw UsageError(what + ": " + std::to_string(dp.prefixes.size()) + " datasets; Megatron's blending takes at most 254");
+    m.prefixes = dp.prefixes;
+    m.weights = dp.weights;
+    for (const auto& per : blended_num_samples(dp.weights, num_samples)) m.num_samples.push_back(per[k]);
+    return m;
+}
+
 DataPath weighted_split_data_path(const WeightedSplitGroup& g, const std::string& what) {
     DataPath dp;
     dp.blended = true;
@@ -253,20 +272,11 @@ WeightedSplitDatasets::WeightedSplitDatasets(const WeightedSplitOptions& opt) {
             s.split = k;
             s.blended = g.paths.size() > 1;
             auto grp = std::make_unique<Group>();
-            std::vector<std::string> prefixes = g.paths;
-            std::vector<double> weights(g.paths.size(), 1.0);
-            std::vector<std::int64_t> requested(g.paths.size(), num_samples_[static_cast<std::size_t>(k)]);
-            if (s.blended) {
-                const DataPath dp = weighted_split_data_path(g, what);
-                if (dp.prefixes.size() >= 255)
-                    throw UsageError(what + ": " + std::to_string(dp.prefixes.size()) +
-                                     " datasets; Megatron's blending takes at most 254");
-                prefixes = dp.prefixes;
-                weights = dp.weights;
-                const auto per = blended_num_samples(dp.weights, num_samples_);
-                for (std::size_t i = 0; i < per.size(); ++i) requested[i] = per[i][static_cast<std::size_t>(k)];
-                grp->blend_weights = normalize_blend_weights(dp.weights);
-            }
+            const auto members = weighted_group_members(g, k, num_samples_, what);
+            const auto& prefixes = members.prefixes;
+            const auto& weights = members.weights;
+            const auto& requested = members.num_samples;
+            if (s.blended) grp->blend_weights = normalize_blend_weights(weights);
             for (std::size_t i = 0; i < prefixes.size(); ++i) {
                 const std::string item = what + ", " + prefixes[i] + " " + g.splits[i];
                 Group::Member m;

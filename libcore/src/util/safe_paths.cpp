@@ -211,4 +211,22 @@ std::string system_error_message(const std::string& doing, const std::string& pa
     return doing + ": " + printable(path, 200) + ": " + std::strerror(err);
 }
 
+void check_replaceable_output(const std::filesystem::path& dir, bool overwrite, const std::string& marker,
+                              const std::string& marker_text, const std::string& kind) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) return;
+    if (S_ISLNK(st.st_mode))
+        throw Error("the destination " + in_quotes(dir.string()) + " is a symbolic link; refusing to replace it (name the folder it points to)");
+    if (!S_ISDIR(st.st_mode)) throw Error("the destination " + in_quotes(dir.string()) + " exists and is not a folder; refusing to replace it");
+    if (!overwrite) throw Error(printable(dir.string(), 200) + " exists; pass --overwrite to replace it");
+    bool empty = true, marked = false;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        empty = false;
+        marked = marked || e.path().filename() == marker;
+    }
+    if (!empty && !marked)
+        throw Error("the destination " + in_quotes(dir.string()) + " is a folder without " + marker_text + ", not an earlier " + kind +
+                    "; --overwrite replaces only those (choose another destination, or remove the folder yourself)");
+}
+
 }  // namespace mds

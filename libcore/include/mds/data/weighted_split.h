@@ -54,6 +54,17 @@ std::array<std::int64_t, 2> get_split_by_range(std::string_view range, std::int6
 // or a sum that is not positive.
 DataPath weighted_split_data_path(const WeightedSplitGroup& g, const std::string& what);
 
+// The datasets of group `g` of split `split` (0 train, 1 valid, 2 test) as BMD's build_dataset_group
+// takes them: one path with the split's whole sample count, or several blended (weighted_split_data_path,
+// at most 254) with each path's share of `num_samples` (blended_num_samples: the 1.005 surplus).
+struct WeightedGroupMembers {
+    std::vector<std::string> prefixes;
+    std::vector<double> weights;             // normalized; 1 for a single path
+    std::vector<std::int64_t> num_samples;   // requested of each path
+};
+WeightedGroupMembers weighted_group_members(const WeightedSplitGroup& g, int split, const std::array<std::int64_t, 3>& num_samples,
+                                            const std::string& what);
+
 struct WeightedSplitOptions {
     std::array<std::vector<WeightedSplitGroup>, 3> groups;  // train (one group), valid, test
     std::int32_t seq_length = 0;

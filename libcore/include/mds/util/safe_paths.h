@@ -59,6 +59,15 @@ std::vector<std::string> prepare_output_dir(const std::string& dir, const std::s
 // of folders that are made later. Errors as prepare_output_dir's.
 void check_output_dir(const std::string& dir, const std::string& what);
 
+// What may stand where a tool writes its output folder `dir` as a whole (written elsewhere, renamed
+// into place): nothing, or with `overwrite` an earlier output of the same kind (a folder holding
+// `marker`: config.json for a Hugging Face export, `latest` for a checkpoint root) or an empty folder.
+// A file, a symbolic link or any other folder is refused with an mds::Error, so that
+// `tool SRC ~ --overwrite` never empties a home folder. `marker_text` names the marker in the message,
+// `kind` the output ("export", "checkpoint").
+void check_replaceable_output(const std::filesystem::path& dir, bool overwrite, const std::string& marker,
+                              const std::string& marker_text, const std::string& kind);
+
 // A filesystem or system error worded for the user: "<doing>: <path>: <errno text>".
 std::string system_error_message(const std::string& doing, const std::string& path, int err);
 // std::filesystem's "filesystem error: cannot create directories: Permission denied [/a/b]" worded the

@@ -467,7 +467,10 @@ void plan_fits(const TrainArgs& args, const DryRunOptions& options, DryRunReport
             if (!plan || static_cast<double>(plan->stages[plan->largest_stage].total_bytes) > budget) return std::nullopt;
             return plan;
         };
-        while (hi <= (std::int64_t{1} << 20) && fits_with(hi)) lo = hi, hi *= 2;
+        // Up to kDryRunMaxLayers: with the optimizer states in host memory (--cpu-optimizer) a layer costs the
+        // GPU so little that the search would otherwise run on for millions of layers.
+        while (hi <= kDryRunMaxLayers && fits_with(hi)) lo = hi, hi *= 2;
+        hi = std::min(hi, kDryRunMaxLayers + 1);
         while (hi - lo > 1) {
             const std::int64_t mid = lo + (hi - lo) / 2;
             (fits_with(mid) ? lo : hi) = mid;
@@ -615,7 +618,8 @@ void format_fits(std::ostream& out, const DryRunReport& r) {
         if (f.deepest_layers == 0)
             out << "not one layer\n";
         else
-            out << f.deepest_layers << " layers (" << format_fixed(static_cast<double>(f.deepest_parameters) / 1e9, 2) << " B parameters, "
+            out << f.deepest_layers << (f.deepest_layers >= kDryRunMaxLayers ? " layers or more" : " layers") << " ("
+                << format_fixed(static_cast<double>(f.deepest_parameters) / 1e9, 2) << " B parameters, "
                 << gib(f.deepest_per_gpu_bytes) << " GiB)\n";
     }
 }

@@ -69,6 +69,9 @@ struct DryRunStage {
     std::int64_t total_bytes = 0;
 };
 
+// The deepest model the largest-fit search looks for (GPT-3 175B has 96 layers).
+inline constexpr std::int64_t kDryRunMaxLayers = 4096;
+
 // The largest model that fits one GPU's memory at the flags' micro batch, sequence, precision,
 // vocabulary and parallel layout, with or without activation recomputation: the largest shape of
 // GPT-3's table (Brown et al. 2020, Table 2.1; plus GPT-2 1.5B) and the deepest model of the flags'
@@ -79,7 +82,8 @@ struct DryRunFit {
     std::string shape;                     // "GPT-3 2.7B"; empty when none of the table fits
     std::int64_t num_layers = 0, hidden_size = 0, num_attention_heads = 0;
     std::int64_t parameters = 0, per_gpu_bytes = 0;
-    std::int64_t deepest_layers = 0;       // at --hidden-size / --num-attention-heads; 0 when not even one layer
+    std::int64_t deepest_layers = 0;       // at --hidden-size / --num-attention-heads; 0 when not even one layer;
+                                           // kDryRunMaxLayers: that many or more (the search stops there)
     std::int64_t deepest_parameters = 0, deepest_per_gpu_bytes = 0;
 };
 

@@ -203,6 +203,63 @@ def mfu(tmp, data):
     print(f"MFU: {[f[2] for f in fields]}% at a peak of {peak} TFLOP/s")
 
 
+def profile_and_attention(tmp, data):
+    """--profile --use-pytorch-profiler (Megatron-LM's flags): the window after --profile-step-start up to
+    --profile-step-end, a Chrome trace TensorBoard's plugin reads with one ProfilerStep#N per iteration, the summary in
+    the log; the "attention:" line names SDPA's kernel, --attention-backend picks another (same losses) or is refused."""
+    import glob
+    import json
+    tb = os.path.join(tmp, "tb-profile")
+    no_dropout = ["--attention-dropout", "0", "--hidden-dropout", "0"]
+    r = run(data + model_flags(6, [*no_dropout, "--log-interval", "1", "--profile", "--use-pytorch-profiler",
+                                   "--profile-step-start", "2", "--profile-step-end", "4", "--tensorboard-dir", tb]))
+    out = r.stdout + r.stderr
+    check(r.returncode == 0, f"--profile: exit {r.returncode}: {out[-600:]}")
+    check("profiler: rank 0 profiling iterations 3 to 4 with LibTorch's profiler" in out, f"no profiler start line: {out[-600:]}")
+    m = re.search(r"profiler: rank 0: iterations 3 to 4 \([0-9.]+ s per iteration, profiler included\); trace (\S+)", out)
+    check(m is not None, f"no profiler stop line: {out[-600:]}")
+    traces = glob.glob(os.path.join(tb, "*.pt.trace.json"))
+    check(len(traces) == 1 and m is not None and os.path.samefile(traces[0], m.group(1)),
+          f"trace files {os.listdir(tb) if os.path.isdir(tb) else None}")
+    check(not glob.glob(os.path.join(tb, "*.tmp")), "a temporary trace file was left")
+    if traces:
+        events = json.load(open(traces[0]))["traceEvents"]
+        names = {e.get("name", "") for e in events}
+        steps = sorted(n for n in names if n.startswith("ProfilerStep#"))
+        check(steps == ["ProfilerStep#3", "ProfilerStep#4"], f"profiler steps {steps}")
+        check(any(n in names for n in ("aten::addmm", "aten::mm", "aten::linear")), "no matrix product in the trace")
+    rows = re.findall(r"profiler: +([0-9.]+) +([0-9.]+)% +([0-9.]+)  (aten::\S+)", out)
+    check("profiler: CPU operators:" in out and len(rows) >= 5, f"profile summary rows: {rows}")
+    check(sum(float(x[1]) for x in rows) <= 100.5 and all(float(x[0]) > 0 for x in rows), f"rows {rows}")
+    kernel = re.search(r"mds-train: attention: (.*)", out)
+    check(kernel is not None and kernel.group(1).endswith("(SDPA, causal)"), f"attention line: {kernel and kernel.group(0)}")
+
+    # The math path computes the same attention: the same losses to float rounding.
+    base = [float(x) for x in re.findall(r"lm loss: (\S+) \|", r.stdout)]
+    u = run(data + model_flags(6, [*no_dropout, "--log-interval", "1", "--attention-backend", "unfused",
+                                   "--position-embedding-type", "absolute"]))
+    check("attention: unfused math path (SDPA, causal): scores and probabilities in memory" in u.stderr,
+          f"--attention-backend unfused: {u.stderr[-400:]}")
+    mine = [float(x) for x in re.findall(r"lm loss: (\S+) \|", u.stdout)]
+    check(len(base) == 6 and len(mine) == 6 and all(abs(a - b) <= 2e-5 * abs(a) for a, b in zip(base, mine)),
+          f"losses with SDPA's choice {base} and with the math path {mine}")
+    a = run(data + model_flags(6, [*no_dropout, "--position-embedding-type", "alibi"]))
+    check(a.returncode == 0 and re.search(r"attention: .*\(SDPA, ALiBi bias\)", a.stderr) is not None,
+          f"ALiBi's attention line: {a.stderr[-400:]}")
+
+    # Refusals before any training: cuDNN's kernel on a CPU, an empty window, a rank that does not exist.
+    for flags, want in ((["--attention-backend", "fused"], "--attention-backend fused: that kernel cannot run"),
+                        (["--profile", "--profile-step-start", "4", "--profile-step-end", "4"], "must be after --profile-step-start"),
+                        (["--profile", "--profile-ranks", "0", "3"], "--profile-ranks 3: expected a global rank from 0 to 0")):
+        e = run(data + model_flags(6, [*no_dropout, *flags]))
+        check(e.returncode != 0 and want in e.stderr and " iteration " not in e.stdout,
+              f"{flags}: exit {e.returncode}, {e.stderr[-300:]}")
+    # Nsight's capture range needs a GPU: a warning on a CPU, and the training runs.
+    w = run(data + model_flags(6, [*no_dropout, "--profile"]))
+    check(w.returncode == 0 and "marks a capture range for Nsight Systems" in w.stderr, f"--profile alone: {w.stderr[-300:]}")
+    print(f"profile: {len(rows)} summary rows, {kernel.group(1) if kernel else None}")
+
+
 def dry_run(tmp, data):
     """--dry-run of tr1-13B's shape trains nothing and prints its parameter count and days."""
     r = run(["--num-layers", "40", "--hidden-size", "5120", "--num-attention-heads", "32", "--seq-length", "2048",
@@ -325,6 +382,7 @@ def main():
         curriculum(tmp, data)
         dry_run(tmp, data)
         mfu(tmp, data)
+        profile_and_attention(tmp, data)
         errors(tmp, data)
         startup_checks(tmp, data)
     if failures:

@@ -52,6 +52,13 @@ void model_rows(std::vector<FlagRow>& t) {
                  .key = "position_embedding_type",
                  .bmd_value = "PositionEmbeddingType.absolute", .py = PyForm::Derived,
                  .slot = MDS_SLOT(model.position_embedding_type), .choices = {"absolute", "rotary", "alibi"}});
+    // Megatron-LM's flag (not in BMD): its names for the attention kernels, here SDPA's.
+    t.push_back({.names = "--attention-backend", .group = g,
+                 .help = "Attention kernel: auto (LibTorch's choice for the device, dtype and mask), flash (FlashAttention), "
+                         "fused (cuDNN's fused attention), unfused or local (the math path: scores in memory); a kernel "
+                         "that cannot run the model's attention is refused at start [default: auto]",
+                 .slot = MDS_SLOT(model.attention_backend), .choices = {"auto", "flash", "fused", "unfused", "local"},
+                 .doc = "(mds only; Megatron-LM's flag; the log's \"attention:\" line names the kernel in use)"});
     t.push_back({.names = "--embed-layernorm", .group = g, .help = "Layer norm right after the word embeddings (BLOOM)",
                  .key = "embed_layernorm", .bmd_value = "False", .slot = MDS_SLOT(model.embed_layernorm)});
     t.push_back({.names = "--glu-activation", .group = g,
@@ -391,6 +398,26 @@ void logging_rows(std::vector<FlagRow>& t) {
                  .key = "tensorboard_dir", .bmd_value = "None", .slot = MDS_SLOT(logging.tensorboard_dir)});
     t.push_back({.names = "--codecarbon-dir", .group = g, .help = "Write codecarbon emissions.csv here",
                  .key = "codecarbon_dir", .bmd_value = "None", .slot = MDS_SLOT(logging.codecarbon_dir)});
+    // Megatron-LM's profiling flags (not in BMD: no Namespace key).
+    t.push_back({.names = "--profile", .group = g,
+                 .help = "Profile the iterations after --profile-step-start up to --profile-step-end on --profile-ranks: "
+                         "with --use-pytorch-profiler under LibTorch's profiler, else as Nsight Systems' capture range "
+                         "(nsys profile --capture-range=cudaProfilerApi)",
+                 .slot = MDS_SLOT(logging.profile), .doc = "(mds only; Megatron-LM's flag; see Profiling below)"});
+    t.push_back({.names = "--use-pytorch-profiler", .group = g,
+                 .help = "With --profile: LibTorch's profiler writes a trace to --tensorboard-dir (else the working "
+                         "directory) and the log gets the GPU kernels (CPU operators on a CPU) taking the most time "
+                         "and every host synchronisation",
+                 .slot = MDS_SLOT(logging.use_pytorch_profiler), .doc = "(mds only; Megatron-LM's flag)"});
+    t.push_back({.names = "--profile-step-start", .group = g,
+                 .help = "With --profile: start before the step after this iteration",
+                 .slot = MDS_SLOT(logging.profile_step_start), .doc = "(mds only; Megatron-LM's flag)"});
+    t.push_back({.names = "--profile-step-end", .group = g,
+                 .help = "With --profile: stop after this iteration",
+                 .slot = MDS_SLOT(logging.profile_step_end), .doc = "(mds only; Megatron-LM's flag)"});
+    t.push_back({.names = "--profile-ranks", .group = g,
+                 .help = "With --profile: the global ranks to profile [default: 0]",
+                 .slot = MDS_SLOT(logging.profile_ranks), .doc = "(mds only; Megatron-LM's flag)"});
     // MLflow tracking (not in BMD: no Namespace key). docs/mlflow.md.
     t.push_back({.names = "--mlflow-tracking-uri", .group = g,
                  .help = "Send params, metrics and job tags to this MLflow tracking server (http(s)://host:port; "

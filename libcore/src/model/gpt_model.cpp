@@ -2,11 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/SDPBackend.h>
 #include <c10/core/GradMode.h>
 
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "mds/util/error.h"
 #include "recompute.h"
@@ -200,6 +202,38 @@ at::Tensor GptModel::attention_bias(std::int64_t seq, c10::ScalarType dtype, con
     return bias.masked_fill(blocked, -std::numeric_limits<float>::infinity()).to(dtype);
 }
 
+std::string GptModel::attention_kernel(std::int64_t batch, std::int64_t seq, bool segments) const {
+    const double p = config_.attention_dropout;
+    const bool alibi = config_.position_embedding == PositionEmbedding::Alibi;
+    const std::string mask = segments ? (alibi ? "ALiBi and packed-example bias" : "packed-example bias")
+                             : alibi  ? "ALiBi bias"
+                                      : "causal";
+    if (p > 0 && !device_.is_cuda())
+        return "unfused (" + mask + ", attention dropout on a CPU: scores and probabilities in memory)";
+    // The q, k, v views and the bias block_forward gives SDPA; only their shapes, strides and dtype count.
+    const auto opts = at::TensorOptions().device(device_).dtype(scalar_type(config_.precision));
+    const auto qkv = at::empty({batch, seq, local_heads_, 3, config_.head_dim()}, opts);
+    const auto q = qkv.select(3, 0).transpose(1, 2), k = qkv.select(3, 1).transpose(1, 2), v = qkv.select(3, 2).transpose(1, 2);
+    std::optional<at::Tensor> bias;
+    if (alibi || segments) bias = at::empty({segments ? batch : 1, alibi ? local_heads_ : 1, seq, seq}, opts);
+    const std::string with = " (SDPA, " + mask + ")";
+    at::SDPBackend choice = at::SDPBackend::error;
+    try {
+        choice = static_cast<at::SDPBackend>(at::_fused_sdp_choice(q, k, v, bias, p, /*is_causal=*/!bias));
+    } catch (const c10::Error& e) {  // no kernel left that takes these inputs (--attention-backend)
+        const std::string why = e.what_without_backtrace();
+        return "none: SDPA refuses these inputs" + with + ": " + why.substr(0, why.find('\n'));
+    }
+    switch (choice) {
+        case at::SDPBackend::flash_attention: return "flash attention" + with;
+        case at::SDPBackend::efficient_attention: return "memory-efficient attention" + with;
+        case at::SDPBackend::cudnn_attention: return "cuDNN attention" + with;
+        case at::SDPBackend::math: return "unfused math path" + with + ": scores and probabilities in memory";
+        case at::SDPBackend::overrideable: return "a device-specific kernel" + with;
+        default: return "none: SDPA refuses these inputs" + with;
+    }
+}
+
 at::Tensor GptModel::reduce_from_tp(const at::Tensor& x) const {
     if (tp_.size == 1) return x;
     auto sum = x.detach().contiguous().clone();
@@ -369,29 +403,38 @@ at::Tensor GptModel::loss(const at::Tensor& tokens, const at::Tensor& labels, co
 
 at::Tensor GptModel::loss_from_hidden(const at::Tensor& hidden, const at::Tensor& labels, const at::Tensor& loss_mask) {
     // Megatron computes the cross entropy on fp32 logits (fp16_lm_cross_entropy is off by default).
-    auto logit = at::linear(hidden, word_embeddings_).to(at::kFloat);
-    const auto vocab = logit.size(-1);
+    const auto half_logit = at::linear(hidden, word_embeddings_);
+    const auto vocab = half_logit.size(-1);
+    const auto lab = labels.reshape({-1});
+    at::Tensor losses;  // per token, fp32
     if (tp_.size > 1) {
         // Megatron's vocab_parallel_cross_entropy: the max, the sum of exponentials and the target's
         // logit over the shards; the gradient is softmax - one-hot on each shard.
-        auto z = logit.view({-1, vocab});
+        auto z = half_logit.to(at::kFloat).view({-1, vocab});
         auto max = std::get<0>(z.detach().max(-1)).contiguous();
         tp_.all_reduce_max(max);
         z = z - max.unsqueeze(-1);
         auto sum_exp = reduce_from_tp(z.exp().sum(-1));
-        const auto lab = labels.reshape({-1});
         const auto outside = lab.lt(vocab_start_).logical_or(lab.ge(vocab_start_ + vocab));
         const auto local = (lab - vocab_start_).masked_fill(outside, 0);
         auto target = reduce_from_tp(z.gather(1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0));
-        auto losses = sum_exp.log() - target;
+        losses = sum_exp.log() - target;
         if (!loss_mask.defined()) return losses.mean();
-        auto mask = loss_mask.reshape({-1}).to(at::kFloat);
-        return (losses * mask).sum() / mask.sum();
+    } else if (device_.is_cuda() && half_logit.scalar_type() == at::kHalf) {
+        // The same function without the fp32 copy of the logits: CUDA's log-softmax reads the fp16 logits,
+        // computes in fp32 and writes fp32; its backward writes the logits' gradient in fp16 (what the cast's
+        // backward did). Less memory traffic on the step's largest tensors. (LibTorch 2.11 converts fp16
+        // only: "conversion is supported for Half type only" for bf16, seen on an H200.)
+        const auto logp = at::_log_softmax(half_logit.view({-1, vocab}), -1, /*half_to_float=*/true);
+        if (!loss_mask.defined()) return at::nll_loss(logp, lab);
+        losses = at::nll_loss(logp, lab, {}, at::Reduction::None);
+    } else {
+        const auto logit = half_logit.to(at::kFloat).view({-1, vocab});
+        // Without a mask, the fused mean reduction: ~15% faster per step on CPU than per-token losses + mean.
+        if (!loss_mask.defined()) return at::cross_entropy_loss(logit, lab);
+        losses = at::cross_entropy_loss(logit, lab, {}, at::Reduction::None);
     }
-    // Without a mask, the fused mean reduction: ~15% faster per step on CPU than per-token losses + mean.
-    if (!loss_mask.defined()) return at::cross_entropy_loss(logit.view({-1, vocab}), labels.reshape({-1}));
-    auto losses = at::cross_entropy_loss(logit.view({-1, vocab}), labels.reshape({-1}), {}, at::Reduction::None);
-    auto mask = loss_mask.reshape({-1}).to(at::kFloat);
+    const auto mask = loss_mask.reshape({-1}).to(at::kFloat);
     return (losses * mask).sum() / mask.sum();
 }
 

@@ -39,8 +39,11 @@ RunSummary Trainer::train() {
     drop_skip_ranges_before(skip_ranges_, iteration_);
     while (stop == Stop::Continue) {
         skip_data_if_due();
+        if (profiler_) profiler_->before_step(iteration_);
         const StepOutcome step = train_step();
         log_step(step);
+        if (profiler_)
+            for (const auto& line : profiler_->after_step(iteration_)) print_info("profiler: " + line);
         poll_save();
         if (do_valid_ && args_.logging.eval_interval > 0 && iteration_ % args_.logging.eval_interval == 0)
             evaluate_valid("iteration " + std::to_string(iteration_));
@@ -48,6 +51,8 @@ RunSummary Trainer::train() {
         stop = should_stop();
         leave(stop);
     }
+    if (profiler_)  // the run stopped inside the window
+        for (const auto& line : profiler_->finish(iteration_)) print_info("profiler: " + line);
     end_of_training(stop);
     return summary_;
 }

@@ -48,6 +48,7 @@
 #include "mds/trainer/optimizer.h"
 #include "mds/trainer/pipeline.h"
 #include "mds/trainer/run_ledger.h"
+#include "mds/trainer/step_profiler.h"
 #include "mds/trainer/stop_conditions.h"
 #include "mds/trainer/trainer.h"
 #include "metrics_log.h"
@@ -152,6 +153,8 @@ private:
     void setup_optimizer();     // LR schedule, AdamW, TP-duplicated norms, data-parallel reducer
     void setup_observers();     // carbon tracker, TensorBoard, throughput shape, curriculum, alerts
     void setup_peak_tflops();   // end of setup_observers: the device's peak for the MFU field
+    void setup_attention_backend();  // end of setup_observers: --attention-backend, the "attention:" line
+    void setup_profiler();      // end of setup_observers: --profile (step_profiler.h)
     // Megatron's report_memory on a GPU (every rank of data-parallel rank 0 prints; nothing on a CPU).
     void report_memory(const std::string& when);
     // ---- resume (trainer_state.cpp) ----
@@ -258,6 +261,7 @@ private:
     std::optional<observe::CarbonTracker> carbon_;
     // TensorBoard and MLflow (metrics_log.h): non-null on the last rank when either is on.
     std::unique_ptr<MetricsLog> tb_;
+    std::unique_ptr<StepProfiler> profiler_;  // --profile on this rank
     bool mlflow_on_ = false;  // --mlflow-tracking-uri / MLFLOW_TRACKING_URI usable (the same on every rank)
     bool mlflow_id_waited_ = false;  // the first save waited for the run id (mlflow_log.cpp)
     observe::ThroughputShape flops_shape_;

@@ -5,6 +5,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/DeviceAccelerator.h>  // at::accelerator::synchronizeDevice (timers on a GPU), getDeviceStats
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>  // std::getenv (MDS_DUMP_BATCHES)
 #include <filesystem>
@@ -464,6 +466,62 @@ void Trainer::setup_observers() {
     if (!options_.alert_command.empty()) alert_command_.emplace(options_.alert_command);
     setup_stragglers();  // a collective (the hosts): every rank
     setup_peak_tflops();
+    setup_attention_backend();
+    setup_profiler();
+}
+
+// --attention-backend: only the kernel asked for stays enabled in LibTorch's SDPA (a process-wide setting);
+// the "attention:" line names the kernel the model's attention gets.
+void Trainer::setup_attention_backend() {
+    const auto& b = args_.model.attention_backend;
+    if (b != "auto") {
+        auto& ctx = at::globalContext();
+        ctx.setSDPUseFlash(b == "flash");
+        ctx.setSDPUseMemEfficient(false);
+        ctx.setSDPUseCuDNN(b == "fused");
+        ctx.setSDPUseMath(b == "unfused" || b == "local");
+    }
+    const auto kernel = model_->attention_kernel(mbs_, cfg_.seq_length, args_.data.sft);
+    if (kernel.rfind("none", 0) == 0)
+        throw UsageError("--attention-backend " + b + ": that kernel cannot run this model's attention on " + device_.str() +
+                         " (" + model::precision_name(cfg_.precision) + ", head size " + std::to_string(cfg_.head_dim()) +
+                         "): " + kernel);
+    info("attention: " + kernel);
+}
+
+// --profile on the ranks of --profile-ranks (Megatron-LM's flags; step_profiler.h).
+void Trainer::setup_profiler() {
+    const auto& l = args_.logging;
+    if (!l.profile) {
+        if (l.use_pytorch_profiler) print_warning("--use-pytorch-profiler has no effect without --profile");
+        return;
+    }
+    std::vector<int> ranks;
+    for (const auto& r : l.profile_ranks.empty() ? std::vector<std::string>{"0"} : l.profile_ranks) {
+        int v = -1;
+        const auto [end, ec] = std::from_chars(r.data(), r.data() + r.size(), v);
+        if (ec != std::errc() || end != r.data() + r.size() || v < 0 || v >= world_)
+            throw UsageError("--profile-ranks " + r + ": expected a global rank from 0 to " + std::to_string(world_ - 1));
+        ranks.push_back(v);
+    }
+    ProfileOptions o;
+    o.pytorch = l.use_pytorch_profiler;
+    o.step_start = l.profile_step_start;
+    o.step_end = l.profile_step_end;
+    o.trace_dir = l.tensorboard_dir.empty() ? "." : l.tensorboard_dir;
+    o.cuda = device_.is_cuda();
+    o.rank = launch_.rank;
+    auto profiler = std::make_unique<StepProfiler>(o);  // checks the window on every rank; starts nothing
+    if (std::find(ranks.begin(), ranks.end(), launch_.rank) == ranks.end()) return;
+    if (!l.use_pytorch_profiler && !device_.is_cuda()) {
+        print_warning("--profile without --use-pytorch-profiler marks a capture range for Nsight Systems, which a CPU "
+                      "run has not: nothing is profiled (add --use-pytorch-profiler)");
+        return;
+    }
+    profiler_ = std::move(profiler);
+    if (iteration_ > o.step_start)
+        print_warning("--profile-step-start " + std::to_string(o.step_start) + " is before iteration " +
+                      std::to_string(iteration_) + ", where this run resumes: nothing is profiled");
 }
 
 // The MFU field's denominator: --peak-tflops, else the table's peak for the GPU's product name (NVML,

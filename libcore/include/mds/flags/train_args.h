@@ -35,6 +35,7 @@ struct ModelArgs {
     double init_method_std = 0.02;                       // --init-method-std
     std::string position_embedding_type = "absolute";   // --position-embedding-type absolute|rotary|alibi
     bool embed_layernorm = false;                        // --embed-layernorm (BLOOM)
+    std::string attention_backend = "auto";             // --attention-backend (Megatron-LM's): SDPA's kernel
     std::optional<std::string> glu_activation;           // --glu-activation geglu|liglu|reglu|swiglu
     bool bias_gelu_fusion = true;                        // --no-bias-gelu-fusion stores false
     bool openai_gelu = false;                            // --openai-gelu
@@ -131,6 +132,13 @@ struct LoggingArgs {
     std::optional<std::string> log_level_replica;        // --log-level-replica
     observe::StragglerConfig straggler;                  // --log-straggler, --straggler-minmax-count, ... (mds: on)
     std::optional<std::string> eval_only;                // --eval-only VALUE (BMD's type=bool: any non-empty VALUE is true)
+    // Megatron-LM's profiling flags (not in BMD; docs/mds-train.md "Profiling"): a window of iterations under
+    // LibTorch's profiler (--use-pytorch-profiler) or Nsight Systems' capture range, on --profile-ranks.
+    bool profile = false;                                // --profile
+    bool use_pytorch_profiler = false;                   // --use-pytorch-profiler
+    std::int64_t profile_step_start = 10;                // --profile-step-start
+    std::int64_t profile_step_end = 12;                  // --profile-step-end
+    std::vector<std::string> profile_ranks;              // --profile-ranks (empty: 0)
 
     // --eval-only as BMD reads it: Python's bool() of the string given.
     bool evaluate_only() const { return eval_only && !eval_only->empty(); }

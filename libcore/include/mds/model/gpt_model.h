@@ -154,6 +154,11 @@ public:
     at::Tensor stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask = {},
                              const at::Tensor& position_ids = {}, const at::Tensor& segment_ids = {});
 
+    // Which attention kernel a training step of `batch` sequences of `seq` tokens runs (with packed
+    // segments or not): the SDPA backend LibTorch picks for this device, dtype, head size and mask
+    // (flash, memory-efficient, cuDNN or the unfused math path), or the unfused CPU path with dropout.
+    std::string attention_kernel(std::int64_t batch, std::int64_t seq, bool segments) const;
+
     // One transformer block and the final hidden states; public for activation recomputation.
     at::Tensor block_forward(std::int64_t block, const at::Tensor& x, const at::Tensor& attn_bias);
     at::Tensor hidden_states(const at::Tensor& tokens, const at::Tensor& position_ids = {}, const at::Tensor& segment_ids = {});

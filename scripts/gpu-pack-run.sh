@@ -31,12 +31,15 @@
 # MDS_GPU_TORCH_LIB_DIRS (colon-separated library folders instead of python3's torch: the pack's own test uses a
 # relocated copy); MDS_GPU_PACK_DRY=1: a CPU-only rehearsal (no nvidia-smi, no llm.c GPU build, bench/gpu at its
 # toy size on the CPU with MDS_GPU_PACK_IMPLS, default mds,eager,compile,llmc) so this script's logic runs anywhere.
+# MDS_GPU_PLAN=variants: instead of the steps above after test_train_gpu, mds-train's variants beside PyTorch
+# eager at both sizes (its profile, --attention-backend fused, ALiBi; see the plan below), about 4 minutes.
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
 dry=${MDS_GPU_PACK_DRY:-0}
 py=${MDS_GPU_PYTHON:-python3}
 budget=${MDS_GPU_BUDGET_S:-540}
+plan=${MDS_GPU_PLAN:-full}
 mkdir -p "$out"
 chmod +x "$pack"/bin/* 2>/dev/null  # in case the copy to this machine dropped the mode bits
 scratch=$(mktemp -d /tmp/mds-gpu-run.XXXXXX)
@@ -83,8 +86,13 @@ finish() {
     echo "| step | status | seconds | note |"
     echo "| --- | --- | ---: | --- |"
     for s in "${steps[@]}"; do IFS='|' read -r n st sec note <<<"$s"; echo "| $n | $st | $sec | $note |"; done
-    for b in bench-124M bench-1.5B bench-toy; do
-      [[ -f $logs/$b/table.md ]] && { echo; cat "$logs/$b/table.md"; }
+    for t in "$logs"/*/table.md; do
+      [[ -f $t ]] || continue
+      echo; cat "$t"
+      # mds-train's own notes: the attention kernel, the profiler's summary (--mds-args --profile ...)
+      m=$(dirname "$t")/mds.log
+      [[ -f $m ]] && grep -qE 'mds-train: (attention|profiler):' "$m" &&
+        { echo; echo '```'; grep -E 'mds-train: (attention|profiler):|^mds-train: error' "$m" | cut -c1-220; echo '```'; }
     done
     for t in "$logs"/test_*.log; do
       [[ -f $t ]] || continue
@@ -165,7 +173,7 @@ fi
 
 # --- llm.c, built in the background while the tests run ----------------------------------------------------------
 llmc_pid=
-if [[ $dry != 1 ]]; then
+if [[ $dry != 1 && $plan != variants ]]; then
   (timeout -k 10 240 "$py" "$pack/bench/gpu/bench.py" --build-llmc-only --device cuda --llmc-build "$work/llmc-build" \
      --work "$work/llmc" --out "$logs/llmc-build" >"$logs/llmc-build.log" 2>&1; echo $? >"$work/llmc-build.rc") &
   llmc_pid=$!
@@ -195,6 +203,23 @@ bench() {  # bench NAME LIMIT ARGS...
   run_step "$name" "$limit" "$py" "$pack/bench/gpu/bench.py" --work "$work/$name" --out "$logs/$name" \
     --llmc-build "$work/llmc-build" --budget $(( limit > 15 ? limit - 15 : 1 )) "$@"
 }
+# MDS_GPU_PLAN=variants: after the gpu test, mds-train's variants beside PyTorch eager (no llm.c, no
+# torch.compile): the default (LibTorch 2.11 picks cuDNN's attention on an H200), its profile (kernels by
+# time, host synchronisations), FlashAttention instead, ALiBi, and 1.5B with its profile; the tables and
+# mds-train's attention and profiler lines in summary.md.
+if [[ $plan == variants && $dry != 1 ]]; then
+  prof="--profile --use-pytorch-profiler --tensorboard-dir $work/prof"
+  bench v124M 150 --size 124M --device cuda --impls mds,eager --timeout 100
+  bench v124M-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
+    --mds-args "$prof --profile-step-start 6 --profile-step-end 8"
+  bench v124M-flash-attention 70 --size 124M --device cuda --impls mds --timeout 45 --mds-args "--attention-backend flash"
+  bench v124M-alibi 70 --size 124M --device cuda --impls mds --timeout 45 \
+    --mds-args "--position-embedding-type alibi $prof --profile-step-start 26 --profile-step-end 28"
+  bench v1.5B 150 --size 1.5B --device cuda --impls mds,eager --timeout 70
+  bench v1.5B-profile 70 --size 1.5B --device cuda --impls mds --steps 8 --warmup 3 --timeout 60 \
+    --mds-args "$prof --profile-step-start 4 --profile-step-end 6"
+  finish "$failed"
+fi
 if [[ $dry == 1 ]]; then
   bench bench-toy 240 --size toy --device cpu --impls "${MDS_GPU_PACK_IMPLS:-mds,eager,compile,llmc}" --timeout 150
 else

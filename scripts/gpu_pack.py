@@ -247,7 +247,7 @@ def main():
     corpus = ["data/sample/corpus.jsonl.zst", "data/sample/LICENSE-PSF", "data/sample/README.md"]
     copy_tree_files(source, corpus, tmp, manifest, "the corpus of the gpu tests' tiny dataset (tests/crosscheck/tiny_dataset.py)")
     bench = sorted(os.path.join("bench", "gpu", n) for n in os.listdir(os.path.join(source, "bench", "gpu"))
-                   if n.endswith((".py", ".h", ".md")))
+                   if n.endswith((".py", ".h", ".md", ".sh")))
     copy_tree_files(source, bench, tmp, manifest, "benchmark harness (bench/gpu/README.md)")
     run_sh = os.path.join(tmp, "run.sh")
     shutil.copy2(os.path.join(source, "scripts", "gpu-pack-run.sh"), run_sh)

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -174,6 +175,7 @@ def run_mds(cfg, a, data, log):
         cmd.append("--bf16")
     if a.device == "cpu":
         cmd += ["--threads", a.threads]
+    cmd += shlex.split(a.mds_args)  # a variant: later flags win over the ones above
     rc, text, wall, rss, gpu_peak = run_process([str(c) for c in cmd], log, a.timeout, sample_gpu=a.device == "cuda")
     tokens = cfg["global_batch"] * cfg["seq"]
     ms, losses, peak, params = parse_mds(text, tokens)
@@ -458,6 +460,8 @@ def main():
     ap.add_argument("--budget", type=float, help="seconds for the whole run: an implementation gets at most what is "
                                                  "left (less 10 s for the table); none starts with under 20 s left")
     ap.add_argument("--peak-tflops", type=float, help="the device's peak for MFU, instead of looking it up")
+    ap.add_argument("--mds-args", default="", help="more mds-train flags (shell syntax), after the harness's own, which "
+                                                   "they override: a variant such as '--attention-backend fused'")
     ap.add_argument("--work", help="folder for the input files [default: a temporary folder]")
     ap.add_argument("--out", help="folder for table.md, results.json and the logs [default: WORK/out]")
     a = ap.parse_args()
@@ -503,7 +507,7 @@ def main():
     data = write_inputs(cfg, a, work)
     deadline = started + a.budget if a.budget else None
     per_impl_timeout = a.timeout
-    labels = {"mds": "mds-train", "eager": "PyTorch eager", "compile": f"torch.compile ({a.compile_scope})"}
+    labels = {"mds": "mds-train" + (f" {a.mds_args}" if a.mds_args else ""), "eager": "PyTorch eager", "compile": f"torch.compile ({a.compile_scope})"}
     rows = []
     for impl in impls:
         t0 = time.time()

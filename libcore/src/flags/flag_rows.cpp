@@ -402,7 +402,7 @@ void logging_rows(std::vector<FlagRow>& t) {
     t.push_back({.names = "--profile", .group = g,
                  .help = "Profile the iterations after --profile-step-start up to --profile-step-end on --profile-ranks: "
                          "with --use-pytorch-profiler under LibTorch's profiler, else as Nsight Systems' capture range "
-                         "(nsys profile --capture-range=cudaProfilerApi)",
+                         "(nsys profile's capture range cudaProfilerApi)",
                  .slot = MDS_SLOT(logging.profile), .doc = "(mds only; Megatron-LM's flag; see Profiling below)"});
     t.push_back({.names = "--use-pytorch-profiler", .group = g,
                  .help = "With --profile: LibTorch's profiler writes a trace to --tensorboard-dir (else the working "

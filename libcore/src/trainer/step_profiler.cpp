@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 
+#include "mds/observe/log_line.h"  // py_format_float
 #include "mds/util/error.h"
 #include "mds/util/tool.h"
 
@@ -26,11 +27,7 @@ namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-std::string fixed(double v, int digits) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
+std::string fixed(double v, int digits) { return observe::py_format_float(v, digits, 'f'); }
 
 // Kernel names are C++ templates of several hundred characters; the summary keeps the start.
 std::string shorten(const std::string& name, std::size_t width = 110) {

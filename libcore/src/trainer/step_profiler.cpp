@@ -210,7 +210,7 @@ StepProfiler::StepProfiler(ProfileOptions options) : options_(std::move(options)
 StepProfiler::~StepProfiler() {
     if (!active_) return;
     try {
-        for (const auto& line : stop(last_)) print_info("profiler: " + line);
+        stop(last_);
     } catch (const std::exception& e) {
         print_warning(std::string("profiler: ") + e.what());
     }
@@ -250,18 +250,16 @@ void StepProfiler::before_step(std::int64_t completed) {
     }
 }
 
-std::vector<std::string> StepProfiler::after_step(std::int64_t completed) {
+void StepProfiler::after_step(std::int64_t completed) {
     last_ = completed;
-    if (!active_ || completed < options_.step_end) return {};
-    return stop(completed);
+    if (active_ && completed >= options_.step_end) stop(completed);
 }
 
-std::vector<std::string> StepProfiler::finish(std::int64_t completed) {
-    if (!active_) return {};
-    return stop(completed);
+void StepProfiler::finish(std::int64_t completed) {
+    if (active_) stop(completed);
 }
 
-std::vector<std::string> StepProfiler::stop(std::int64_t completed) {
+void StepProfiler::stop(std::int64_t completed) {
     active_ = false;
     step_.reset();  // ends the last ProfilerStep# range
     const double seconds = now_s() - started_;
@@ -274,7 +272,8 @@ std::vector<std::string> StepProfiler::stop(std::int64_t completed) {
         torch::autograd::profiler::disableProfilerLegacy();
         if (auto stop_fn = cuda_profiler_fn("cudaProfilerStop")) (void)stop_fn();
         out.push_back("rank " + std::to_string(options_.rank) + ": Nsight Systems capture range closed after " + window);
-        return out;
+        for (const auto& line : out) print_info("profiler: " + line);
+        return;
     }
     auto result = torch::autograd::profiler::disableProfiler();
     // TensorBoard's PyTorch profiler plugin reads {worker}.{time}.pt.trace.json (tensorboard_trace_handler's name).
@@ -305,7 +304,7 @@ std::vector<std::string> StepProfiler::stop(std::int64_t completed) {
     }
     out.push_back("rank " + std::to_string(options_.rank) + ": " + window + "; trace " + path);
     for (auto& line : summarize_profile(events, iterations, options_.cuda)) out.push_back(std::move(line));
-    return out;
+    for (const auto& line : out) print_info("profiler: " + line);
 }
 
 }  // namespace mds::trainer

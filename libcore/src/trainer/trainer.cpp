@@ -42,8 +42,7 @@ RunSummary Trainer::train() {
         if (profiler_) profiler_->before_step(iteration_);
         const StepOutcome step = train_step();
         log_step(step);
-        if (profiler_)
-            for (const auto& line : profiler_->after_step(iteration_)) print_info("profiler: " + line);
+        if (profiler_) profiler_->after_step(iteration_);
         poll_save();
         if (do_valid_ && args_.logging.eval_interval > 0 && iteration_ % args_.logging.eval_interval == 0)
             evaluate_valid("iteration " + std::to_string(iteration_));
@@ -51,8 +50,7 @@ RunSummary Trainer::train() {
         stop = should_stop();
         leave(stop);
     }
-    if (profiler_)  // the run stopped inside the window
-        for (const auto& line : profiler_->finish(iteration_)) print_info("profiler: " + line);
+    if (profiler_) profiler_->finish(iteration_);  // the run stopped inside the window
     end_of_training(stop);
     return summary_;
 }

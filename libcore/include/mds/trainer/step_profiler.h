@@ -50,15 +50,15 @@ public:
 
     // Before the step that follows `completed` iterations; starts the window at --profile-step-start.
     void before_step(std::int64_t completed);
-    // After that step (`completed` now counts it); stops the window at --profile-step-end. Returns the
-    // lines to print (the trace's path and the summary), empty when nothing stopped.
-    std::vector<std::string> after_step(std::int64_t completed);
-    // The run ends inside the window: stop now. Returns the lines to print.
-    std::vector<std::string> finish(std::int64_t completed);
+    // After that step (`completed` now counts it); stops the window at --profile-step-end and prints the
+    // trace's path and the summary ("mds-train: profiler: ...").
+    void after_step(std::int64_t completed);
+    // The run ends inside the window: stops and prints now (nothing when no window is open).
+    void finish(std::int64_t completed);
     bool active() const { return active_; }
 
 private:
-    std::vector<std::string> stop(std::int64_t completed);
+    void stop(std::int64_t completed);
 
     ProfileOptions options_;
     bool active_ = false;

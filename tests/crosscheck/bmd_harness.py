@@ -87,6 +87,10 @@ piece; they are our own code written from the documented behaviour, not copies):
   - `import mlflow` fails in the ranks: deepspeed.autotuning.autotuner tries it at import (for autotuning runs
     only; it then sets has_mlflow = False, as on a machine without mlflow), and mlflow, in the venv for mds's own
     MLflow tests, takes ~2 s of CPU per rank to import: a third of a short launch's start-up.
+  - megatron/tokenizer/tokenizer.py's `from transformers import AutoTokenizer` (used by --tokenizer-type
+    PretrainedFromHF only) gets a proxy that imports transformers at its first use: importing transformers (its
+    import structure scanned file by file) took ~4 s of CPU per rank, more than the rest of Megatron's start-up.
+    Only that module's import sees the proxy; any other `import transformers` gets the real package.
   - deepspeed.runtime.zero.muon.muon_optimizer.MuonWithAuxAdam: a class nothing is an instance of, and
     deepspeed.runtime.zero.muon.original_muon.muon_update: a function that raises. DeepSpeed's ZeRO code imports
     them every step (isinstance checks in average_tensor; muon_update before a loop that calls it only for
@@ -540,6 +544,30 @@ if os.environ.get("BMD_STAND_INS") == "1":
 '''
 
 
+def _deferred_auto_tokenizer(exec_module):
+    """Runs exec_module (megatron.tokenizer.tokenizer's) with a `transformers` in sys.modules whose AutoTokenizer
+    imports the real package at its first use (the module docstring says why)."""
+    import importlib
+    import types
+
+    class AutoTokenizer:
+        def __getattr__(self, attr):
+            return getattr(importlib.import_module("transformers").AutoTokenizer, attr)
+
+    def run(module):
+        if "transformers" in sys.modules:
+            return exec_module(module)
+        stand_in = types.ModuleType("transformers")
+        stand_in.AutoTokenizer = AutoTokenizer()
+        sys.modules["transformers"] = stand_in
+        try:
+            exec_module(module)
+        finally:
+            if sys.modules.get("transformers") is stand_in:
+                del sys.modules["transformers"]
+    return run
+
+
 def install_stand_ins():
     import collections.abc
     import importlib.abc
@@ -610,6 +638,8 @@ def install_stand_ins():
             if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
                 return spec
             exec_module = spec.loader.exec_module
+            if fullname == "megatron.tokenizer.tokenizer":
+                exec_module = _deferred_auto_tokenizer(exec_module)
 
             def exec_and_patch(module):
                 exec_module(module)

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and UBSan into build-fuzz/,
-# then runs each for a bounded time: ctest -L fuzz.
+# Builds the libFuzzer targets (tests/fuzz) with clang, AddressSanitizer and UBSan into build-asan/
+# (the tree scripts/sanitize.sh builds and tests: scripts/sanitizer-common.sh), then runs each for a
+# bounded time: ctest -L fuzz.
 #   scripts/fuzz.sh [SECONDS]     seconds per target (default: $MDS_FUZZ_SECONDS, else 20)
-#   MDS_FUZZ_BUILD_DIR=dir ...    build somewhere else
+#   MDS_ASAN_BUILD_DIR=dir ...    build somewhere else
 #   MDS_JOBS=n ...                parallel build jobs and fuzz targets run at once (default: nproc)
-# A crash leaves its input in build-fuzz/tests/fuzz/work/fuzz_<name>/artifacts/; the exit status is
+# A crash leaves its input in build-asan/tests/fuzz/work/fuzz_<name>/artifacts/; the exit status is
 # non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${MDS_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${1:-${MDS_FUZZ_SECONDS:-20}}
 jobs=${MDS_JOBS:-$(nproc)}
 if [[ ! $seconds =~ ^[1-9][0-9]*$ ]]; then
@@ -18,10 +18,10 @@ fi
 export MDS_FUZZ_SECONDS=$seconds
 
 source scripts/sanitizer-common.sh  # the working directory is the repository root
+build=$instrumented_build
 
 start=$SECONDS
-run env CC=clang CXX=clang++ cmake -S . -B "$build" "${generator[@]}" "${sanitizer_build_type[@]}" \
-  -DMDS_FUZZ=ON "${sanitizer_common_args[@]}"
+configure_instrumented
 run cmake --build "$build" -j "$jobs" --target mds_fuzz
 build_s=$((SECONDS - start))
 

@@ -1,25 +1,24 @@
 #!/usr/bin/env bash
-# Builds everything with AddressSanitizer + UBSan into build-asan/ and runs the unit and
-# integration tests there: ctest -L 'unit|integration'. Leaks are errors, and so is any undefined
-# behaviour (MDS_SANITIZE builds with -fno-sanitize-recover=all).
-#   scripts/sanitize.sh            gcc (the default compiler); CC/CXX in the environment are honoured
+# Builds everything with clang, AddressSanitizer + UBSan into build-asan/ (the tree scripts/fuzz.sh
+# uses too: scripts/sanitizer-common.sh) and runs the unit and integration tests there:
+# ctest -L 'unit|integration'. Leaks are errors, and so is any undefined behaviour (MDS_SANITIZE
+# builds with -fno-sanitize-recover=all).
+#   scripts/sanitize.sh            configure, build, test
 #   MDS_ASAN_BUILD_DIR=dir ...     build somewhere else
-#   MDS_CMAKE_ARGS="..." ...       more configure arguments (e.g. -DMDS_TORCH=ON)
+#   MDS_CMAKE_ARGS="..." ...       more configure arguments (e.g. -DMDS_WERROR=ON)
 #   MDS_JOBS=n ...                 parallel build and test jobs (default: nproc)
-# LibTorch is left out by default (-DMDS_TORCH=OFF): it is not instrumented, its CUDA runtime and
-# ASan's shadow memory get in each other's way, and what these runs check is mds's own code.
+# LibTorch is left out (-DMDS_TORCH=OFF): it is not instrumented, its CUDA runtime and ASan's shadow
+# memory get in each other's way, and what these runs check is mds's own code.
 # The exit status is non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${MDS_ASAN_BUILD_DIR:-build-asan}
 jobs=${MDS_JOBS:-$(nproc)}
 
 source scripts/sanitizer-common.sh  # the working directory is the repository root
+build=$instrumented_build
 
 start=$SECONDS
-# shellcheck disable=SC2086  # MDS_CMAKE_ARGS is a list of words
-run cmake -S . -B "$build" "${generator[@]}" "${sanitizer_build_type[@]}" \
-  "${sanitizer_common_args[@]}" ${MDS_CMAKE_ARGS:-}
+configure_instrumented
 run cmake --build "$build" -j "$jobs"
 build_s=$((SECONDS - start))
 

@@ -79,7 +79,9 @@ TEST_CASE("a tag read from latest is a plain folder name, never a path (issue 24
         {"  \n", "empty"},                {"global\x1b[2Jstep", "control bytes"}, {std::string("a\0b", 3), "control bytes"},
         {std::string(300, 'x'), "at most 255"},
     };
-    for (const auto& [text, why] : bad) {
+    for (const auto& row : bad) {
+        const std::string& text = row.first;
+        const std::string& why = row.second;  // a plain reference: CAPTURE's lambda cannot take a structured binding in clang 14
         CAPTURE(why);
         mds::write_file_atomic(latest, text);
         const std::string err = error_of([&] { read_latest_tag(root); });

@@ -32,7 +32,7 @@
 # relocated copy); MDS_GPU_PACK_DRY=1: a CPU-only rehearsal (no nvidia-smi, no llm.c GPU build, bench/gpu at its
 # toy size on the CPU with MDS_GPU_PACK_IMPLS, default mds,eager,compile,llmc) so this script's logic runs anywhere.
 # MDS_GPU_PLAN=variants: instead of the steps above after test_train_gpu, mds-train's variants beside PyTorch
-# eager at both sizes (its profile, --attention-backend fused, ALiBi; see the plan below), about 4 minutes.
+# eager at both sizes (no timers, its profile, --attention-backend flash, ALiBi; see the plan below): up to 10 minutes.
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
@@ -204,12 +204,15 @@ bench() {  # bench NAME LIMIT ARGS...
     --llmc-build "$work/llmc-build" --budget $(( limit > 15 ? limit - 15 : 1 )) "$@"
 }
 # MDS_GPU_PLAN=variants: after the gpu test, mds-train's variants beside PyTorch eager (no llm.c, no
-# torch.compile): the default (LibTorch 2.11 picks cuDNN's attention on an H200), its profile (kernels by
-# time, host synchronisations), FlashAttention instead, ALiBi, and 1.5B with its profile; the tables and
+# torch.compile): the default (LibTorch 2.11 picks cuDNN's attention on an H200), without timers
+# (--timing-log-level 0), its profile (kernels by time, host synchronisations), FlashAttention instead, ALiBi,
+# and 1.5B with its profile; the tables and
 # mds-train's attention and profiler lines in summary.md.
 if [[ $plan == variants && $dry != 1 ]]; then
   prof="--profile --use-pytorch-profiler --tensorboard-dir $work/prof"
   bench v124M 150 --size 124M --device cuda --impls mds,eager --timeout 100
+  # No timers in the step (--timing-log-level 0, Megatron-LM's default): none of their 32 device waits per iteration.
+  bench v124M-timing0 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args "--timing-log-level 0"
   bench v124M-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
     --mds-args "$prof --profile-step-start 6 --profile-step-end 8"
   bench v124M-flash-attention 70 --size 124M --device cuda --impls mds --timeout 45 --mds-args "--attention-backend flash"

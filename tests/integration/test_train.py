@@ -231,6 +231,17 @@ def profile_and_attention(tmp, data):
     rows = re.findall(r"profiler: +([0-9.]+) +([0-9.]+)% +([0-9.]+)  (aten::\S+)", out)
     check("profiler: CPU operators:" in out and len(rows) >= 5, f"profile summary rows: {rows}")
     check(sum(float(x[1]) for x in rows) <= 100.5 and all(float(x[0]) > 0 for x in rows), f"rows {rows}")
+    # What would be a host synchronisation on a GPU, counted on the CPU: the step reads one loss whatever the number
+    # of micro batches (2 here, 4 below), and the gradient norm (--clip-grad's default 1.0).
+    reads = re.search(r"profiler: host reads of tensor values \(aten::item; a host synchronisation each on a GPU\): "
+                      r"([0-9.]+) per iteration", out)
+    check(reads is not None and float(reads.group(1)) <= 2.0, f"host reads per iteration: {reads and reads.group(0)}")
+    r4 = run(data + model_flags(6, [*no_dropout, "--micro-batch-size", "2", "--log-interval", "1", "--profile",
+                                    "--use-pytorch-profiler", "--profile-step-start", "2", "--profile-step-end", "4",
+                                    "--tensorboard-dir", tb + "-4"]))
+    reads4 = re.search(r"host reads of tensor values .*: ([0-9.]+) per iteration", r4.stderr + r4.stdout)
+    check(r4.returncode == 0 and reads4 is not None and reads is not None and reads4.group(1) == reads.group(1),
+          f"host reads with 4 micro batches: {reads4 and reads4.group(0)}, with 2: {reads and reads.group(0)}")
     kernel = re.search(r"mds-train: attention: (.*)", out)
     check(kernel is not None and kernel.group(1).endswith("(SDPA, causal)"), f"attention line: {kernel and kernel.group(0)}")
 
@@ -257,7 +268,8 @@ def profile_and_attention(tmp, data):
     # Nsight's capture range needs a GPU: a warning on a CPU, and the training runs.
     w = run(data + model_flags(6, [*no_dropout, "--profile"]))
     check(w.returncode == 0 and "marks a capture range for Nsight Systems" in w.stderr, f"--profile alone: {w.stderr[-300:]}")
-    print(f"profile: {len(rows)} summary rows, {kernel.group(1) if kernel else None}")
+    print(f"profile: {len(rows)} summary rows, {reads and reads.group(1)} host reads per iteration, "
+          f"{kernel.group(1) if kernel else None}")
 
 
 def dry_run(tmp, data):

@@ -127,6 +127,21 @@ std::vector<std::string> summarize_profile(const std::vector<ProfileEvent>& even
         out.push_back("CPU operators: " + fixed(self_ns_total / 1e6 / its, 3) + " ms of self time per iteration (" +
                       std::to_string(self.size()) + " distinct); the longest:");
         table(out, by_time(self), self_ns_total, its, top);
+        // What would wait for the device on a GPU, counted where there is none: each read of a tensor's value on
+        // the host (Tensor::item) that the step makes itself, outside any other operator, is a host
+        // synchronisation there. Reads inside an operator are its CPU kernel's own (the fused AdamW's CPU kernel
+        // reads each step count; its CUDA kernel reads them on the device).
+        std::int64_t reads = 0;
+        for (const auto& [thread, list] : ops)
+            for (std::size_t i = 0; i < list.size(); ++i) {
+                if (list[i]->name != "aten::item") continue;
+                bool nested = false;
+                for (std::size_t j = 0; j < i && !nested; ++j)
+                    nested = list[j]->end_ns >= list[i]->end_ns && list[j]->start_ns <= list[i]->start_ns;
+                reads += nested ? 0 : 1;
+            }
+        out.push_back("host reads of tensor values (aten::item; a host synchronisation each on a GPU): " +
+                      fixed(static_cast<double>(reads) / its, 1) + " per iteration");
     }
 
     // Host synchronisations, each with the outermost and the innermost operator around it on its thread.

@@ -99,4 +99,25 @@ TEST_CASE("summarize_profile on a CPU: operators by self time, nested calls subt
     DOCTEST_CHECK(has_line(lines, "     2.000   11.1%         1.0  aten::linear"));
     DOCTEST_CHECK(has_line(lines, "     2.000   11.1%         1.0  aten::copy_"));
     DOCTEST_CHECK(!has_line(lines, "host synchronisations"));  // a GPU matter
+    DOCTEST_CHECK(has_line(lines, "host reads of tensor values (aten::item; a host synchronisation each on a GPU): 0.0 per iteration"));
+}
+
+TEST_CASE("summarize_profile on a CPU: the reads of tensor values on the host, per iteration") {
+    const auto C = ProfileEventKind::CpuOp;
+    std::vector<ProfileEvent> events;
+    for (std::uint64_t it = 0; it < 2; ++it) {  // 3 reads of the step's own in each of 2 iterations
+        const std::uint64_t t0 = it * 10000;
+        events.push_back(ev("aten::item", C, 1, t0, t0 + 100));
+        events.push_back(ev("aten::_local_scalar_dense", C, 1, t0 + 10, t0 + 90));
+        events.push_back(ev("aten::item", C, 1, t0 + 200, t0 + 300));
+        events.push_back(ev("aten::_local_scalar_dense", C, 1, t0 + 210, t0 + 290));
+        events.push_back(ev("aten::item", C, 2, t0 + 400, t0 + 450));  // another thread
+        // the fused AdamW's CPU kernel reading its step counts: not the step's own reads
+        events.push_back(ev("aten::_fused_adamw_", C, 1, t0 + 1000, t0 + 2000));
+        events.push_back(ev("aten::item", C, 1, t0 + 1100, t0 + 1200));
+        events.push_back(ev("aten::item", C, 1, t0 + 1300, t0 + 1400));
+    }
+    const auto lines = summarize_profile(events, 2, /*cuda=*/false);
+    INFO(joined(lines));
+    DOCTEST_CHECK(has_line(lines, "host reads of tensor values (aten::item; a host synchronisation each on a GPU): 3.0 per iteration"));
 }

@@ -21,7 +21,11 @@ What it does:
   3. starts N ranks of `python pretrain_gpt.py <flags>` with the environment torch.distributed.run would give
      them (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, a free MASTER_PORT),
      DS_ACCELERATOR=cpu, Gloo on loopback (`--distributed-backend gloo` is the caller's flag), one thread
-     per rank, under `nice`;
+     per rank, under `nice`. Each rank is forked from a zygote (class Zygote): one process per tree that has the
+     stand-ins installed and what pretrain_gpt.py imports (torch, DeepSpeed, Megatron) imported, then forks and
+     runs the script as __main__ in the child with the rank's environment, folder and log, as `python -u
+     pretrain_gpt.py` would; that start-up was more than half of a short launch's CPU. BMD_ZYGOTE=0 starts each
+     rank as its own interpreter instead;
   4. returns the per-iteration log (the Megatron log line parsed, plus the same values at full precision
      from a hook on megatron.training.training_log), validation lines, each rank's output and the checkpoint
      folder.
@@ -334,6 +338,7 @@ class BmdTree:
         self.nice = int(os.environ.get("BMD_NICE", "10")) if nice is None else nice
         self.tree = os.path.join(self.workdir, TREE_NAME)
         self.shim = os.path.join(self.workdir, "bmd-stand-ins")
+        self._zygote = None  # started at the first run (Zygote)
         shutil.copytree(src, self.tree, ignore=shutil.ignore_patterns(".git", "__pycache__", "*.so", "build"))
         os.makedirs(self.shim)
         shutil.copy(os.path.abspath(__file__), os.path.join(self.shim, "bmd_harness.py"))
@@ -371,8 +376,13 @@ class BmdTree:
         extra = {"PYTHONPATH": os.pathsep.join([self.shim, self.tree]), "BMD_STAND_INS": "1",
                  "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         extra.update(env or {})
+        spawn = None
+        if os.environ.get("BMD_ZYGOTE", "1") != "0" and not any(k.startswith("PYTHON") for k in env or {}):
+            if self._zygote is None:
+                self._zygote = Zygote(self.python, _quiet_env() | _RANK_ENV | extra, self.workdir)
+            spawn = self._zygote.spawn
         result = launch([self.python, "-u", os.path.join(self.tree, script)], flags, nproc, run_dir, name=name,
-                        ds_config=ds_config, timeout=timeout, env=extra, nice=self.nice)
+                        ds_config=ds_config, timeout=timeout, env=extra, nice=self.nice, spawn=spawn)
         if result.returncode == -signal.SIGABRT and teardown_abort(result.logs):
             print(f"{name}: Megatron-DeepSpeed aborted at interpreter exit (std::terminate in a C++ thread, no Python "
                   f"frame left in any thread): its run had finished; counted as rc 0")
@@ -411,14 +421,15 @@ def run_mds_train(binary, flags, nproc, run_dir, name="mds-train", ds_config=Non
                   nice=nice)
 
 
-def launch(cmd, flags, nproc, run_dir, name="run", ds_config=None, timeout=600, env=None, nice=10):
+def launch(cmd, flags, nproc, run_dir, name="run", ds_config=None, timeout=600, env=None, nice=10, spawn=None):
     """Starts cmd + flags as ranks 0..nproc-1 of one job (torchrun's environment, Gloo on loopback, one thread
     per rank, under nice), each rank's stdout+stderr in run_dir/rank<R>.log; waits (stopping the others when one
     fails, or all at the timeout: rc 124). With ds_config (a dict) adds --deepspeed --deepspeed_config.
     A job whose rendezvous port was taken meanwhile (EADDRINUSE: it failed before any work) starts again on
-    another port, up to 3 times."""
+    another port, up to 3 times. spawn(argv, env, cwd, log_path, nice), when given, starts each rank instead of
+    subprocess.Popen and returns an object with Popen's pid, poll(), returncode and wait() (Zygote.spawn)."""
     for attempt in range(3):
-        result = _launch_once(cmd, flags, nproc, run_dir, name, ds_config, timeout, env, nice)
+        result = _launch_once(cmd, flags, nproc, run_dir, name, ds_config, timeout, env, nice, spawn)
         port_taken = any("EADDRINUSE" in log or "address already in use" in log.lower() for log in result.logs)
         if result.returncode == 0 or not port_taken or attempt == 2:
             return result
@@ -426,7 +437,7 @@ def launch(cmd, flags, nproc, run_dir, name="run", ds_config=None, timeout=600, 
     return result
 
 
-def _launch_once(cmd, flags, nproc, run_dir, name, ds_config, timeout, env, nice):
+def _launch_once(cmd, flags, nproc, run_dir, name, ds_config, timeout, env, nice, spawn=None):
     os.makedirs(run_dir, exist_ok=True)
     flags = [str(f) for f in flags]
     if ds_config is not None:
@@ -438,13 +449,9 @@ def _launch_once(cmd, flags, nproc, run_dir, name, ds_config, timeout, env, nice
     if os.path.exists(metrics_path):
         os.remove(metrics_path)
     base = _quiet_env()
-    base.update({
-        "BMD_METRICS": metrics_path, "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "",
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-        "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0", "NODE_RANK": "0",
-        "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    })
+    base.update(_RANK_ENV)
+    base.update({"BMD_METRICS": metrics_path, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+                 "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0", "NODE_RANK": "0"})
     base.update(env or {})
     prefix = ["nice", "-n", str(nice)] if nice else []
     full = prefix + list(cmd) + flags
@@ -452,6 +459,9 @@ def _launch_once(cmd, flags, nproc, run_dir, name, ds_config, timeout, env, nice
     start = time.time()
     for rank in range(nproc):
         e = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
+        if spawn is not None:
+            procs.append(spawn(list(cmd) + flags, e, run_dir, os.path.join(run_dir, f"rank{rank}.log"), nice))
+            continue
         log = open(os.path.join(run_dir, f"rank{rank}.log"), "w")
         files.append(log)
         procs.append(subprocess.Popen(full, cwd=run_dir, env=e, stdout=log, stderr=subprocess.STDOUT,
@@ -470,6 +480,186 @@ def _launch_once(cmd, flags, nproc, run_dir, name, ds_config, timeout, env, nice
             metrics = [json.loads(line) for line in f if line.strip()]
     checkpoint = flags[flags.index("--save") + 1] if "--save" in flags else None
     return RunResult(name, run_dir, returncode, seconds, logs, checkpoint, metrics, full)
+
+
+# What every rank's environment has besides torchrun's rank variables (the zygote starts with it too).
+_RANK_ENV = {"DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "", "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
+             "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+# What pretrain_gpt.py imports, imported once by the zygote before it forks the ranks.
+_ZYGOTE_PRELOAD = ("deepspeed", "deepspeed.runtime.utils", "megatron", "megatron.data.gpt_dataset", "megatron.enums",
+                   "megatron.model", "megatron.training", "megatron.utils", "megatron.initialize", "megatron.arguments")
+
+
+class Zygote:
+    """One Python process per BmdTree that has the stand-ins installed and Megatron-DeepSpeed's modules imported
+    (torch, DeepSpeed and Megatron: ~4 s of CPU per rank, more than half of a short launch), and forks a rank for
+    each request: the child takes the rank's environment, working directory, log file (stdout and stderr), nice
+    level and argv, starts a session of its own (as start_new_session does) and runs the script as __main__ with
+    runpy, exiting as `python -u script` would (SystemExit's code, 1 after an uncaught exception, atexit handlers
+    run). Each child is forked from the same untouched process, so no run sees another's state. BMD_ZYGOTE=0 in
+    the environment starts every rank as its own `python -u script` instead."""
+
+    def __init__(self, python, env, workdir):
+        import socket
+        self.path = os.path.join(workdir, f"zygote-{os.getpid()}.sock")
+        if os.path.exists(self.path):
+            os.remove(self.path)
+        code = "import sys, bmd_harness; bmd_harness.zygote_main(sys.argv[1])"
+        log_path = os.path.join(workdir, "zygote.log")
+        with open(log_path, "w") as log:
+            self.proc = subprocess.Popen([python, "-u", "-c", code, self.path], env=env, cwd=workdir, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.time() + 300
+        while not os.path.exists(self.path):
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.close()
+                with open(log_path, errors="replace") as f:
+                    raise RuntimeError(f"bmd_harness: the zygote did not start (log {log_path}):\n{f.read()[-3000:]}")
+            time.sleep(0.05)
+        self._socket = socket
+        import atexit
+        atexit.register(self.close)
+
+    def spawn(self, argv, env, cwd, log, nice):
+        return _ZygoteRank(self._socket, self.path, {"argv": [str(a) for a in argv[2:]] if argv[1:2] == ["-u"] else
+                                                     [str(a) for a in argv[1:]], "env": env, "cwd": cwd,
+                                                     "log": log, "nice": nice})
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if os.path.exists(self.path):
+            os.remove(self.path)
+
+
+class _ZygoteRank:
+    """A rank forked by the zygote, with what _wait_all uses of subprocess.Popen: pid, poll(), returncode, wait()."""
+
+    def __init__(self, socket, path, request):
+        self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._conn.connect(path)
+        self._conn.sendall((json.dumps(request) + "\n").encode())
+        self._buf = b""
+        self.returncode = None
+        self.pid = int(self._line(block=True))
+
+    def _line(self, block):
+        while b"\n" not in self._buf:
+            self._conn.setblocking(block)
+            try:
+                data = self._conn.recv(4096)
+            except BlockingIOError:
+                return None
+            if not data:  # the zygote died: the rank is lost with it
+                return "exit 125"
+            self._buf += data
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode()
+
+    def poll(self):
+        if self.returncode is None:
+            line = self._line(block=False)
+            if line is not None:
+                self.returncode = int(line.split()[1])
+                self._conn.close()
+        return self.returncode
+
+    def wait(self):
+        while self.poll() is None:
+            time.sleep(0.05)
+        return self.returncode
+
+
+def zygote_main(path):
+    """The zygote's loop (see Zygote): runs in a rank's Python with the stand-ins installed by sitecustomize."""
+    import ctypes
+    import importlib
+    import select
+    import socket
+
+    try:  # PR_SET_PDEATHSIG: gone with the test process that started it
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    for name in _ZYGOTE_PRELOAD:
+        importlib.import_module(name)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path + ".tmp")
+    server.listen(64)
+    os.rename(path + ".tmp", path)  # the socket appears under its name when it accepts: the parent waits for it
+    print("zygote ready", flush=True)
+    children = {}  # pid: the connection to report its exit on
+    while True:
+        ready, _, _ = select.select([server], [], [], 0.05)
+        if ready:
+            conn, _ = server.accept()
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            request = json.loads(data)
+            pid = os.fork()
+            if pid == 0:
+                server.close()
+                for c in children.values():
+                    c.close()
+                conn.close()
+                _zygote_child(request)  # never returns: the interpreter exits with the script's code
+            conn.sendall(f"{pid}\n".encode())
+            children[pid] = conn
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = children.pop(pid, None)
+            if conn is not None:
+                try:
+                    conn.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
+                except OSError:
+                    pass
+                conn.close()
+
+
+def _zygote_child(request):
+    import runpy
+    import traceback
+
+    try:
+        os.setsid()
+        if request["nice"]:
+            os.nice(int(request["nice"]))
+        fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        script = request["argv"][0]
+        sys.argv = list(request["argv"])
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+    except BaseException:
+        traceback.print_exc()
+        os._exit(3)
+    code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.exit(code)
 
 
 def _quiet_env():
@@ -509,7 +699,7 @@ def _wait_all(procs, timeout):
             for p in procs:
                 p.wait()
             return code
-        time.sleep(0.2)
+        time.sleep(0.05)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -874,8 +1064,8 @@ def _fix_deepspeed_initialize(deepspeed):
 
 def _recording_training_log(real, torch):
     """Appends {iteration, lm loss, grad norm, learning rate, loss scale} at full precision to $BMD_METRICS
-    (from the rank that prints the log line: the last one) before the real training_log runs."""
-    path = os.environ.get("BMD_METRICS")
+    (from the rank that prints the log line: the last one) before the real training_log runs. The path is read at
+    each call: a zygote (BmdTree) imports megatron.training before any run's environment exists."""
 
     def number(x):
         if x is None:
@@ -886,6 +1076,7 @@ def _recording_training_log(real, torch):
 
     def training_log(loss_dict, total_loss_dict, learning_rate, iteration, loss_scale, report_memory_flag,
                      skipped_iter, grad_norm, params_norm, num_zeros_in_grad, model=None):
+        path = os.environ.get("BMD_METRICS")
         if path and torch.distributed.get_rank() == torch.distributed.get_world_size() - 1:
             row = {"iteration": int(iteration), "learning rate": number(learning_rate),
                    "grad norm": number(grad_norm), "loss scale": number(loss_scale),

@@ -522,8 +522,10 @@ class Zygote:
         atexit.register(self.close)
 
     def spawn(self, argv, env, cwd, log, nice):
-        return _ZygoteRank(self._socket, self.path, {"argv": [str(a) for a in argv[2:]] if argv[1:2] == ["-u"] else
-                                                     [str(a) for a in argv[1:]], "env": env, "cwd": cwd,
+        """argv: `python -u script args...` as BmdTree.run builds it; the zygote is that python, run with -u."""
+        if argv[1:2] != ["-u"]:
+            raise ValueError(f"bmd_harness: the zygote runs `python -u script ...`, not {argv[:3]}")
+        return _ZygoteRank(self._socket, self.path, {"argv": [str(a) for a in argv[2:]], "env": env, "cwd": cwd,
                                                      "log": log, "nice": nice})
 
     def close(self):

@@ -80,8 +80,8 @@ MicroBatchInputs inputs(const PipelineStep& step, std::int64_t j) {
 class LossSum {
 public:
     void add(const at::Tensor& loss) {
-        const auto l = loss.detach().to(at::kDouble);
-        sum_ = sum_.defined() ? sum_ + l : l.clone();
+        if (sum_.defined()) sum_.add_(loss.detach());  // promoted to float64 before the addition
+        else sum_ = loss.detach().to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
     }
     double value() const { return sum_.defined() ? sum_.item<double>() : 0.0; }
 

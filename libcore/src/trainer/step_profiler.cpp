@@ -131,15 +131,15 @@ std::vector<std::string> summarize_profile(const std::vector<ProfileEvent>& even
         // the host (Tensor::item) that the step makes itself, outside any other operator, is a host
         // synchronisation there. Reads inside an operator are its CPU kernel's own (the fused AdamW's CPU kernel
         // reads each step count; its CUDA kernel reads them on the device).
+        // The operators are sorted by start, so one encloses a read when an earlier one ends at or after it.
         std::int64_t reads = 0;
-        for (const auto& [thread, list] : ops)
-            for (std::size_t i = 0; i < list.size(); ++i) {
-                if (list[i]->name != "aten::item") continue;
-                bool nested = false;
-                for (std::size_t j = 0; j < i && !nested; ++j)
-                    nested = list[j]->end_ns >= list[i]->end_ns && list[j]->start_ns <= list[i]->start_ns;
-                reads += nested ? 0 : 1;
+        for (const auto& [thread, list] : ops) {
+            std::uint64_t open_until = 0;  // the latest end of the operators seen so far
+            for (const auto* op : list) {
+                if (op->name == "aten::item" && open_until < op->end_ns) reads += 1;
+                open_until = std::max(open_until, op->end_ns);
             }
+        }
         out.push_back("host reads of tensor values (aten::item; a host synchronisation each on a GPU): " +
                       fixed(static_cast<double>(reads) / its, 1) + " per iteration");
     }
@@ -279,15 +279,13 @@ void StepProfiler::stop(std::int64_t completed) {
     step_.reset();  // ends the last ProfilerStep# range
     const double seconds = now_s() - started_;
     const std::int64_t iterations = std::max<std::int64_t>(completed - first_ + 1, 0);
-    std::vector<std::string> out;
     const std::string window = "iterations " + std::to_string(first_) + " to " + std::to_string(completed) + " (" +
                                fixed(seconds / static_cast<double>(std::max<std::int64_t>(iterations, 1)), 3) +
                                " s per iteration, profiler included)";
     if (!options_.pytorch) {
         torch::autograd::profiler::disableProfilerLegacy();
         if (auto stop_fn = cuda_profiler_fn("cudaProfilerStop")) (void)stop_fn();
-        out.push_back("rank " + std::to_string(options_.rank) + ": Nsight Systems capture range closed after " + window);
-        for (const auto& line : out) print_info("profiler: " + line);
+        print_info("profiler: rank " + std::to_string(options_.rank) + ": Nsight Systems capture range closed after " + window);
         return;
     }
     auto result = torch::autograd::profiler::disableProfiler();
@@ -317,9 +315,8 @@ void StepProfiler::stop(std::int64_t completed) {
         p.end_ns = std::max(e.endNs(), e.startNs());
         events.push_back(std::move(p));
     }
-    out.push_back("rank " + std::to_string(options_.rank) + ": " + window + "; trace " + path);
-    for (auto& line : summarize_profile(events, iterations, options_.cuda)) out.push_back(std::move(line));
-    for (const auto& line : out) print_info("profiler: " + line);
+    print_info("profiler: rank " + std::to_string(options_.rank) + ": " + window + "; trace " + path);
+    for (const auto& line : summarize_profile(events, iterations, options_.cuda)) print_info("profiler: " + line);
 }
 
 }  // namespace mds::trainer

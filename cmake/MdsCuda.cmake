@@ -1,7 +1,7 @@
 # The CUDA path. MDS_CUDA=AUTO turns it on when LibTorch is a CUDA build and a GPU driver is present
 # at configure time. The CUDA language is enabled (nvcc from /usr/local/cuda/bin, CUDA_HOME or PATH)
 # on the CUDA path, and wherever LibTorch is a CUDA build and nvcc exists, for LibTorch's CMake.
-# mds has no CUDA sources of its own today (kernels/README.md).
+# kernels/ compiles its CUDA sources wherever the CUDA language is enabled (kernels/README.md).
 set(MDS_CUDA_ENABLED OFF)
 find_program(MDS_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
 if(MDS_CUDA STREQUAL "ON")

@@ -11,6 +11,7 @@
 #   ldd        every packed binary resolves (no "not found", no missing GLIBC_ / GLIBCXX_ version); else print
 #              which and exit 2 at once
 #   gpu        nvidia-smi (the GPU, driver, memory) and nvidia-smi -L (how many GPUs)              30 s
+#   test_kernels_gpu         kernels/'s CUDA kernels against their CPU references (tests/gpu)      180 s
 #   llmc-build llm.c's train_gpt2.cu (cuDNN and plain), in the background while the tests run  240 s
 #   test_train_gpu           mds-train on the GPU against the CPU, bf16 / fp16, GPU checkpoints    180 s
 #   bench-124M   bench/gpu: GPT-2 124M, batch 16 x 4 x 1024 tokens, 30 steps, 4 implementations 200 s
@@ -32,7 +33,8 @@
 # relocated copy); MDS_GPU_PACK_DRY=1: a CPU-only rehearsal (no nvidia-smi, no llm.c GPU build, bench/gpu at its
 # toy size on the CPU with MDS_GPU_PACK_IMPLS, default mds,eager,compile,llmc) so this script's logic runs anywhere.
 # MDS_GPU_PLAN=variants: instead of the steps above after test_train_gpu, mds-train's variants beside PyTorch
-# eager at both sizes (no timers, its profile, --attention-backend flash, ALiBi; see the plan below): up to 10 minutes.
+# eager at both sizes (no timers, its profile, --cross-entropy-loss-fusion, --attention-backend flash, ALiBi; see the
+# plan below): up to 10 minutes.
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
@@ -183,6 +185,8 @@ fi
 # --- the gpu tests, then the benchmarks ------------------------------------------------------------------------
 test_env=(env MDS_SOURCE_DIR="$pack" MDS_BIN="$pack/bin" MDS_PYTHON="$(command -v "$py")" PYTHONUNBUFFERED=1)
 run_test() { run_step "$(basename "$1" .py)" 180 "${test_env[@]}" "$py" "$1"; }
+# kernels/'s CUDA kernels against their CPU references first: seconds, and what the fused paths below rest on.
+[[ -f $pack/tests/gpu/test_kernels_gpu.py ]] && run_test "$pack/tests/gpu/test_kernels_gpu.py"
 [[ -f $pack/tests/gpu/test_train_gpu.py ]] && run_test "$pack/tests/gpu/test_train_gpu.py"
 
 if [[ -n $llmc_pid ]]; then
@@ -203,22 +207,25 @@ bench() {  # bench NAME LIMIT ARGS...
   run_step "$name" "$limit" "$py" "$pack/bench/gpu/bench.py" --work "$work/$name" --out "$logs/$name" \
     --llmc-build "$work/llmc-build" --budget $(( limit > 15 ? limit - 15 : 1 )) "$@"
 }
-# MDS_GPU_PLAN=variants: after the gpu test, mds-train's variants beside PyTorch eager (no llm.c, no
-# torch.compile): the default (LibTorch 2.11 picks cuDNN's attention on an H200), without timers
-# (--timing-log-level 0), its profile (kernels by time, host synchronisations), FlashAttention instead, ALiBi,
-# and 1.5B with its profile; the tables and
-# mds-train's attention and profiler lines in summary.md.
+# MDS_GPU_PLAN=variants: after the gpu tests, mds-train's variants beside PyTorch eager (no llm.c, no
+# torch.compile), in the order of what they decide, since the budget may end the list: the default (LibTorch 2.11
+# picks cuDNN's attention on an H200), the fused cross entropy, no timers (--timing-log-level 0), 1.5B with and
+# without the fused cross entropy, then the profiles (kernels by time, host synchronisations), FlashAttention
+# instead, ALiBi; the tables and mds-train's attention and profiler lines in summary.md.
 if [[ $plan == variants && $dry != 1 ]]; then
   prof="--profile --use-pytorch-profiler --tensorboard-dir $work/prof"
   bench v124M 150 --size 124M --device cuda --impls mds,eager --timeout 100
+  # kernels/cross_entropy.cu instead of ATen's fp32 copy, log-softmax and NLL (25.8 of 177 ms per step on an H200).
+  bench v124M-ce-fusion 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args=--cross-entropy-loss-fusion
   # No timers in the step (--timing-log-level 0, Megatron-LM's default): none of their 32 device waits per iteration.
   bench v124M-timing0 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args "--timing-log-level 0"
+  bench v1.5B 150 --size 1.5B --device cuda --impls mds,eager --timeout 70
+  bench v1.5B-ce-fusion 70 --size 1.5B --device cuda --impls mds --timeout 60 --mds-args=--cross-entropy-loss-fusion
   bench v124M-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
-    --mds-args "$prof --profile-step-start 6 --profile-step-end 8"
+    --mds-args "--cross-entropy-loss-fusion $prof --profile-step-start 6 --profile-step-end 8"
   bench v124M-flash-attention 70 --size 124M --device cuda --impls mds --timeout 45 --mds-args "--attention-backend flash"
   bench v124M-alibi 70 --size 124M --device cuda --impls mds --timeout 45 \
     --mds-args "--position-embedding-type alibi $prof --profile-step-start 26 --profile-step-end 28"
-  bench v1.5B 150 --size 1.5B --device cuda --impls mds,eager --timeout 70
   bench v1.5B-profile 70 --size 1.5B --device cuda --impls mds --steps 8 --warmup 3 --timeout 60 \
     --mds-args "$prof --profile-step-start 4 --profile-step-end 6"
   finish "$failed"
@@ -232,7 +239,7 @@ fi
 
 [[ -f $pack/tests/gpu/test_train_gpu_parallel.py ]] && run_test "$pack/tests/gpu/test_train_gpu_parallel.py"
 for t in "$pack"/tests/gpu/test_*.py; do
-  case $(basename "$t") in test_train_gpu.py|test_train_gpu_parallel.py) continue;; esac
+  case $(basename "$t") in test_kernels_gpu.py|test_train_gpu.py|test_train_gpu_parallel.py) continue;; esac
   run_test "$t"
 done
 

@@ -25,6 +25,9 @@ from gpu_pack_elf import Elf  # noqa: E402
 # The binaries the GPU run starts: mds-train (tests and benchmark); mds-tokenizer-train and mds-preprocess make
 # the tiny dataset of the gpu tests (tests/crosscheck/tiny_dataset.py).
 TOOLS = ["mds-train", "mds-tokenizer-train", "mds-preprocess"]
+# Packed where built (nvcc was there at configure time): kernels/'s CUDA kernels against their CPU references
+# (tests/gpu/test_kernels_gpu.py). Statically linked to the CUDA runtime: it needs only the driver.
+OPTIONAL_TOOLS = ["cross_entropy_gpu"]
 # glibc: never packed. A program must use the C library of the loader that starts it, and every glibc system
 # has these; packing them would mix two glibc versions in one process.
 GLIBC = {"ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
@@ -180,6 +183,7 @@ def main():
         if not os.path.isfile(p):
             raise SystemExit(f"gpu-pack: {p} is not built (mds-train needs LibTorch: scripts/setup.sh)")
         bins.append(p)
+    bins += [p for p in (os.path.join(a.build, "bin", t) for t in OPTIONAL_TOOLS) if os.path.isfile(p)]
 
     # The load closure of every binary, each library classified.
     closure, parents = {}, {}

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """mds-train on the GPU (label gpu; exits 77 where LibTorch sees no CUDA device): a tiny GPT trained for 8
 iterations in fp32 without dropout gives the same per-iteration lm loss on --device cuda as on --device cpu
-(to 1e-4 relative: different GEMM and attention kernels, same math), and bf16 / fp16 with ALiBi and
+(to 1e-4 relative: different GEMM and attention kernels, same math), --cross-entropy-loss-fusion's kernels the
+same losses as ATen's cross entropy (fp32: to 1e-5; bf16: the first loss to 1e-4), bf16 / fp16 with ALiBi and
 activation recomputation train on the GPU with the loss falling; a GPU checkpoint (saved at --exit-interval)
 holds the CUDA generator state and resumes on the GPU, and on the CPU with --no-load-rng."""
 import os
@@ -53,6 +54,21 @@ def main():
         print(f"fp32 cuda {gpu}\nfp32 cpu  {cpu}")
         if len(gpu) != 8 or bad:
             print(f"FAIL: cuda and cpu losses differ: {bad}")
+            return 1
+        # --cross-entropy-loss-fusion (kernels/cross_entropy.cu): fp32, the same losses as ATen's cross entropy to
+        # fp32 rounding; bf16, the same first loss (the same bf16 logits, fp32 math) and a run that stays close.
+        fused = train(data, "cuda", ["--cross-entropy-loss-fusion"])
+        print(f"fp32 cuda fused {fused}")
+        bad = [(i + 1, f, g) for i, (f, g) in enumerate(zip(fused, gpu)) if abs(f - g) > 1e-5 * abs(g)]
+        if len(fused) != 8 or bad:
+            print(f"FAIL: --cross-entropy-loss-fusion changes the fp32 losses on cuda: {bad}")
+            return 1
+        bf16 = train(data, "cuda", ["--bf16"])
+        bf16_fused = train(data, "cuda", ["--bf16", "--cross-entropy-loss-fusion"])
+        print(f"bf16 cuda {bf16}\nbf16 cuda fused {bf16_fused}")
+        if (len(bf16_fused) != 8 or abs(bf16_fused[0] - bf16[0]) > 1e-4 * abs(bf16[0])
+                or any(abs(f - u) > 2e-2 * abs(u) for f, u in zip(bf16_fused, bf16))):
+            print("FAIL: --cross-entropy-loss-fusion in bf16 on cuda strays from the unfused losses")
             return 1
         for flags in (["--bf16", "--position-embedding-type", "alibi", "--embed-layernorm", "--checkpoint-activations"],
                       ["--fp16", "--initial-loss-scale", "4096"]):

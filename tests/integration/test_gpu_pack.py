@@ -34,6 +34,8 @@ import testkit  # noqa: E402
 from testkit import check  # noqa: E402
 
 TOOLS = ["mds-train", "mds-tokenizer-train", "mds-preprocess"]
+# kernels/'s GPU test, packed where nvcc built it: it starts on this GPU-less machine and skips (77).
+KERNEL_TESTS = [t for t in ["cross_entropy_gpu"] if os.path.isfile(os.path.join(BIN, t))]
 GLIBC = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "libutil.so.1", "libresolv.so.2",
          "ld-linux-x86-64.so.2"}
 MACHINE_OWN = GLIBC | {"libstdc++.so.6", "libgcc_s.so.1"}  # what the pack expects the GPU machine to have
@@ -94,7 +96,7 @@ def check_contents(pack, site_names):
     check(not torch_packed, f"torch's libraries are packed: {torch_packed}")
     check(not GLIBC & set(packed), f"glibc is packed: {GLIBC & set(packed)}")
     reached, todo = set(), []
-    for t in TOOLS:
+    for t in TOOLS + KERNEL_TESTS:
         needed, paths = readelf_dynamic(os.path.join(pack, "bin", t))
         todo += needed
         for p in paths:
@@ -110,7 +112,7 @@ def check_contents(pack, site_names):
     total = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(pack) for f in fs)
     check(total <= 64 * 2**20, f"the pack is {total / 2**20:.1f} MiB, over 64 MiB")
     manifest = open(os.path.join(pack, "MANIFEST.md")).read()
-    for name in [f"bin/{t}" for t in TOOLS] + [f"lib/{n}" for n in packed]:
+    for name in [f"bin/{t}" for t in TOOLS + KERNEL_TESTS] + [f"lib/{n}" for n in packed]:
         check(f"| {name} |" in manifest, f"MANIFEST.md does not list {name}")
     for f in ["run.sh", "bench/gpu/bench.py", "bench/gpu/torch_gpt2.py", "tests/gpu/test_train_gpu.py",
               "tests/crosscheck/tiny_dataset.py", "tests/integration/testkit.py", "data/sample/corpus.jsonl.zst"]:
@@ -120,7 +122,11 @@ def check_contents(pack, site_names):
 
 def train_relocated(pack, ld_path, reloc, tmp):
     os.makedirs(tmp, exist_ok=True)
-    for t in TOOLS:
+    for t in KERNEL_TESTS:
+        r = subprocess.run(env_i(ld_path, os.path.join(pack, "bin", t)), capture_output=True, text=True)
+        check(r.returncode == 77 and "SKIP: no CUDA device" in r.stdout,
+              f"bin/{t} without a GPU should skip (77): exit {r.returncode}, {r.stdout} {r.stderr}")
+    for t in TOOLS + KERNEL_TESTS:
         r = subprocess.run(env_i(ld_path, "ldd", os.path.join(pack, "bin", t)), capture_output=True, text=True)
         resolved = re.findall(r"=> (/\S+) \(0x", r.stdout)
         check(r.returncode == 0 and "not found" not in r.stdout and resolved, f"ldd bin/{t} under env -i: {r.stdout}")

@@ -3,7 +3,7 @@
   - Megatron's iteration lines, field for field, every --log-interval; validation blocks at --eval-interval and
     at the end; the loss falls well below its start;
   - TensorBoard events read back by TensorBoard's own EventAccumulator carry the tags tr1-13B logged;
-  - fp16 (with the loss scale in the line) and bf16 train too;
+  - fp16 (with the loss scale in the line) and bf16 train too; --cross-entropy-loss-fusion gives ATen's losses;
   - --exit-interval, a --kill-switch-path file and SIGUSR1 stop cleanly (exit 0) between iterations;
   - usage errors (an unsupported flag, --save without --save-interval, --finetune without --load, a missing dataset) exit non-zero with
     a message naming the problem;
@@ -272,6 +272,28 @@ def profile_and_attention(tmp, data):
           f"{kernel.group(1) if kernel else None}")
 
 
+def cross_entropy_fusion(tmp, data):
+    """--cross-entropy-loss-fusion on the CPU (kernels/cross_entropy_ref.cpp in an autograd function): fp32, the same
+    losses as ATen's cross entropy; bf16, the same first loss and a run that stays close; --fp16 refused."""
+    no_dropout = ["--attention-dropout", "0", "--hidden-dropout", "0", "--log-interval", "1"]
+
+    def losses(extra):
+        r = run(data + model_flags(6, [*no_dropout, *extra]))
+        check(r.returncode == 0, f"{extra}: exit {r.returncode}: {r.stderr[-600:]}")
+        return [float(x) for x in re.findall(r"lm loss: (\S+) \|", r.stdout)]
+
+    base, fused = losses([]), losses(["--cross-entropy-loss-fusion"])
+    check(len(base) == 6 and len(fused) == 6 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, fused)),
+          f"fp32 losses: ATen's {base}, fused {fused}")
+    bf, bf_fused = losses(["--bf16"]), losses(["--bf16", "--cross-entropy-loss-fusion"])
+    check(len(bf) == 6 and len(bf_fused) == 6 and abs(bf[0] - bf_fused[0]) <= 1e-4 * bf[0]
+          and all(abs(a - b) <= 2e-2 * abs(a) for a, b in zip(bf, bf_fused)), f"bf16 losses: ATen's {bf}, fused {bf_fused}")
+    e = run(data + model_flags(6, ["--fp16", "--cross-entropy-loss-fusion"]))
+    check(e.returncode != 0 and "--cross-entropy-loss-fusion takes fp32 or bf16 logits, not --fp16" in e.stderr
+          and " iteration " not in e.stdout, f"--fp16 --cross-entropy-loss-fusion: exit {e.returncode}, {e.stderr[-300:]}")
+    print(f"cross entropy fusion: fp32 {base[-1:]} = {fused[-1:]}, bf16 {bf[-1:]} ~ {bf_fused[-1:]}")
+
+
 def dry_run(tmp, data):
     """--dry-run of tr1-13B's shape trains nothing and prints its parameter count and days."""
     r = run(["--num-layers", "40", "--hidden-size", "5120", "--num-attention-heads", "32", "--seq-length", "2048",
@@ -395,6 +417,7 @@ def main():
         dry_run(tmp, data)
         mfu(tmp, data)
         profile_and_attention(tmp, data)
+        cross_entropy_fusion(tmp, data)
         errors(tmp, data)
         startup_checks(tmp, data)
     if failures:

@@ -383,6 +383,13 @@ void precision_rows(std::vector<FlagRow>& t) {
                  .doc = "(only BMD's non-pipeline GPTModel, built without --deepspeed, reads it; under --deepspeed, "
                         "as BigScience trained, GPTModelPipe appends float16_to_fp32 before the loss whatever it says. "
                         "mds always computes that model's fp32 loss, also without --deepspeed)"});
+    // Megatron-LM's flag (not in BMD): here mds's own kernels (kernels/cross_entropy.h).
+    t.push_back({.names = "--cross-entropy-loss-fusion", .group = g,
+                 .help = "Cross entropy in one pass over the logits each way (fp32 math, no fp32 copy of bf16 logits; the "
+                         "backward writes their gradient directly): mds's CUDA kernels on a GPU, their CPU reference on "
+                         "the CPU; fp32 or bf16, one tensor-parallel rank",
+                 .slot = MDS_SLOT(model.cross_entropy_loss_fusion),
+                 .doc = "(mds only; Megatron-LM's flag; the loss equals the unfused one to fp32 rounding; off by default)"});
 }
 
 void logging_rows(std::vector<FlagRow>& t) {

@@ -58,6 +58,9 @@ void GptConfig::validate() const {
                          " needs --no-bias-gelu-fusion (Megatron-DeepSpeed refuses the fused bias GeLU with a GLU)");
     if (fp32_residual && precision == Precision::FP32)
         throw UsageError("--fp32-residual-connection needs --fp16 or --bf16 (as in Megatron-DeepSpeed)");
+    if (cross_entropy_fusion && precision == Precision::FP16)
+        throw UsageError("--cross-entropy-loss-fusion takes fp32 or bf16 logits, not --fp16 (whose cross entropy already "
+                         "reads the fp16 logits without an fp32 copy on a GPU)");
     if (!(init_method_std > 0)) throw UsageError("--init-method-std must be positive");
     if (hidden_dropout < 0 || hidden_dropout >= 1) throw UsageError("--hidden-dropout must be in [0, 1)");
     if (attention_dropout < 0 || attention_dropout >= 1) throw UsageError("--attention-dropout must be in [0, 1)");

@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "mds/model/fused_cross_entropy.h"
 #include "mds/util/error.h"
 #include "recompute.h"
 
@@ -104,6 +105,13 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
             if (n % t != 0)
                 throw Error(std::string(what) + " " + std::to_string(n) + " is not divisible by --tensor-model-parallel-size " +
                             std::to_string(t));
+    }
+    if (config_.cross_entropy_fusion) {
+        if (t > 1)
+            throw UsageError("--cross-entropy-loss-fusion: not with --tensor-model-parallel-size " + std::to_string(t) +
+                             " (the vocabulary-parallel cross entropy sums over the ranks' shards)");
+        if (const auto why = fused_cross_entropy_unsupported(device_, scalar_type(config_.precision)); !why.empty())
+            throw UsageError("--cross-entropy-loss-fusion: " + why);
     }
     local_heads_ = config_.num_attention_heads / t;
     local_vocab_ = config_.padded_vocab_size / t;
@@ -419,6 +427,9 @@ at::Tensor GptModel::loss_from_hidden(const at::Tensor& hidden, const at::Tensor
         const auto local = (lab - vocab_start_).masked_fill(outside, 0);
         auto target = reduce_from_tp(z.gather(1, local.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0));
         losses = sum_exp.log() - target;
+        if (!loss_mask.defined()) return losses.mean();
+    } else if (config_.cross_entropy_fusion) {
+        losses = fused_cross_entropy(half_logit.view({-1, vocab}), lab);
         if (!loss_mask.defined()) return losses.mean();
     } else if (device_.is_cuda() && half_logit.scalar_type() == at::kHalf) {
         // The same function without the fp32 copy of the logits: CUDA's log-softmax reads the fp16 logits,

@@ -165,3 +165,37 @@ TEST_CASE("position ids (--reset-position-ids): index the absolute position embe
     GptModel alibi(c, at::kCPU, 3);
     DOCTEST_CHECK(alibi.loss(tokens, tokens, {}, reset).item<double>() == alibi.loss(tokens, tokens).item<double>());
 }
+
+TEST_CASE("--cross-entropy-loss-fusion: the model's loss and gradients as without it; fp16 and TP > 1 refused") {
+    auto c = tiny();
+    GptModel plain(c, c10::Device(at::kCPU), 5);
+    c.cross_entropy_fusion = true;
+    GptModel fused(c, c10::Device(at::kCPU), 5);
+    at::manual_seed(3);
+    const auto tokens = at::randint(0, 32, {2, 8}, at::kLong);
+    const auto labels = at::randint(0, 32, {2, 8}, at::kLong);
+    const auto pos = at::arange(8, at::kLong).unsqueeze(0).expand({2, 8});
+    auto mask = at::ones({2, 8});
+    mask[1][3] = 0;
+    for (const auto& m : {at::Tensor(), mask}) {
+        auto a = plain.loss(tokens, labels, m, pos, {});
+        auto b = fused.loss(tokens, labels, m, pos, {});
+        CHECK(b.item<double>() == doctest::Approx(a.item<double>()).epsilon(1e-6));
+        a.backward();
+        b.backward();
+        for (std::size_t i = 0; i < plain.parameters().size(); ++i) {
+            const auto& ga = plain.parameters()[i].tensor.grad();
+            const auto& gb = fused.parameters()[i].tensor.grad();
+            CHECK(at::allclose(ga, gb, 1e-5, 1e-7));
+        }
+        for (auto* model : {&plain, &fused})
+            for (auto& p : model->parameters()) p.tensor.mutable_grad().reset();
+    }
+    c.precision = Precision::FP16;
+    CHECK_THROWS_WITH_AS(GptModel(c, c10::Device(at::kCPU), 5), doctest::Contains("not --fp16"), mds::UsageError);
+    c.precision = Precision::FP32;
+    TensorParallel tp{0, 2, [](at::Tensor&) {}, [](at::Tensor&) {}};
+    CHECK_THROWS_WITH_AS(GptModel(c, c10::Device(at::kCPU), 5, tp),
+                         doctest::Contains("--cross-entropy-loss-fusion: not with --tensor-model-parallel-size 2"),
+                         mds::UsageError);
+}

@@ -55,6 +55,9 @@ struct GptConfig {
     // residual sums, are fp32; LayerNorms take them in fp32 and return the model dtype (Megatron's
     // mixed-precision LayerNorm kernel).
     bool fp32_residual = false;
+    // --cross-entropy-loss-fusion: the loss through model/fused_cross_entropy.h (fp32 or bf16, one tensor-parallel
+    // rank) instead of ATen's fp32 copy of the logits and its cross entropy.
+    bool cross_entropy_fusion = false;
 
     std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
     // Megatron's projection_size: the width of Q, K, V and of the attention output's input.

@@ -7,6 +7,9 @@
 #include "mds/ckpt/ds_layout.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"
+#include "test_support.h"
+
+using mds::test::error_of;
 
 using namespace mds::ckpt;
 
@@ -55,19 +58,6 @@ TEST_CASE("latest is written without a newline and read stripped") {
     CHECK(read_latest_tag(dir.string()) == std::optional<std::string>("global_step20"));
     std::filesystem::remove_all(dir);
 }
-
-namespace {
-// The message of the mds::Error that f() throws ("" when it throws none).
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const mds::Error& e) {
-        return e.what();
-    }
-    return "";
-}
-}  // namespace
 
 TEST_CASE("a tag read from latest is a plain folder name, never a path (issue 24)") {
     const auto dir = std::filesystem::temp_directory_path() / ("mds_ds_layout_tag_" + std::to_string(::getpid()));

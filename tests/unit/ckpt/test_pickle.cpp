@@ -13,7 +13,7 @@ namespace {
 
 PyValue rd(const std::string& bytes) { return read_pickle(std::string_view(bytes), "t.pkl"); }
 
-std::string error_of(const std::string& bytes) {
+std::string pickle_error_of(const std::string& bytes) {
     try {
         rd(bytes);
     } catch (const mds::Error& e) {
@@ -156,29 +156,29 @@ TEST_CASE("pickle: writer emits protocol 2 as CPython does") {
 }
 
 TEST_CASE("pickle: malformed input names the file, offset and opcode") {
-    CHECK(error_of("\x80\x02K"s) == "t.pkl: pickle offset 2, opcode 0x4b BININT1: needs 1 bytes of argument, 0 left");
-    CHECK(error_of("\x80\x02N"s) == "t.pkl: pickle offset 3: data ends without STOP");
-    CHECK(error_of("\xfe."s) == "t.pkl: pickle offset 0, opcode 0xfe unknown: unknown opcode");
-    CHECK(error_of("a."s).find("opcode 0x61 APPEND: stack underflow") != std::string::npos);
-    CHECK(error_of("K\x01K\x02" "a."s).find("cannot append to a int") != std::string::npos);
-    CHECK(error_of("K\x01t."s).find("no MARK") != std::string::npos);
-    CHECK(error_of("h\x05."s).find("memo key 5 is not defined") != std::string::npos);
-    CHECK(error_of("K\x01(\x85."s).find("nothing above the MARK") != std::string::npos);
-    CHECK(error_of("K\x01)R."s).find("not a GLOBAL") != std::string::npos);
-    CHECK(error_of("X\x05\x00\x00\x00" "ab."s).find("length 5 exceeds") != std::string::npos);
-    CHECK(error_of("X\x01\x00\x00\x00\xff."s).find("UTF-8") != std::string::npos);
-    CHECK(error_of("\x80\x09."s).find("unsupported pickle protocol 9") != std::string::npos);
-    CHECK(error_of("i\n\n."s).find("not supported") != std::string::npos);
-    CHECK(error_of("Iabc\n."s).find("bad int text") != std::string::npos);
-    CHECK(error_of("S'abc\n."s).find("not quoted") != std::string::npos);
-    CHECK(error_of("}K\x01" "b."s).find("cannot BUILD a dict") != std::string::npos);
-    CHECK(error_of("(K\x01K\x02K\x03" "d."s).find("odd number") != std::string::npos);
+    CHECK(pickle_error_of("\x80\x02K"s) == "t.pkl: pickle offset 2, opcode 0x4b BININT1: needs 1 bytes of argument, 0 left");
+    CHECK(pickle_error_of("\x80\x02N"s) == "t.pkl: pickle offset 3: data ends without STOP");
+    CHECK(pickle_error_of("\xfe."s) == "t.pkl: pickle offset 0, opcode 0xfe unknown: unknown opcode");
+    CHECK(pickle_error_of("a."s).find("opcode 0x61 APPEND: stack underflow") != std::string::npos);
+    CHECK(pickle_error_of("K\x01K\x02" "a."s).find("cannot append to a int") != std::string::npos);
+    CHECK(pickle_error_of("K\x01t."s).find("no MARK") != std::string::npos);
+    CHECK(pickle_error_of("h\x05."s).find("memo key 5 is not defined") != std::string::npos);
+    CHECK(pickle_error_of("K\x01(\x85."s).find("nothing above the MARK") != std::string::npos);
+    CHECK(pickle_error_of("K\x01)R."s).find("not a GLOBAL") != std::string::npos);
+    CHECK(pickle_error_of("X\x05\x00\x00\x00" "ab."s).find("length 5 exceeds") != std::string::npos);
+    CHECK(pickle_error_of("X\x01\x00\x00\x00\xff."s).find("UTF-8") != std::string::npos);
+    CHECK(pickle_error_of("\x80\x09."s).find("unsupported pickle protocol 9") != std::string::npos);
+    CHECK(pickle_error_of("i\n\n."s).find("not supported") != std::string::npos);
+    CHECK(pickle_error_of("Iabc\n."s).find("bad int text") != std::string::npos);
+    CHECK(pickle_error_of("S'abc\n."s).find("not quoted") != std::string::npos);
+    CHECK(pickle_error_of("}K\x01" "b."s).find("cannot BUILD a dict") != std::string::npos);
+    CHECK(pickle_error_of("(K\x01K\x02K\x03" "d."s).find("odd number") != std::string::npos);
     // a list that contains itself
-    CHECK(error_of("]q\x00h\x00" "a."s).find("reference cycle") != std::string::npos);
+    CHECK(pickle_error_of("]q\x00h\x00" "a."s).find("reference cycle") != std::string::npos);
     // nesting deeper than the limit, and a garbage cycle left in the memo is not leaked
     std::string deep = ")";
     for (int i = 0; i < 1500; ++i) deep += "\x85";
-    CHECK(error_of(deep + ".").find("nest deeper than 1000") != std::string::npos);
+    CHECK(pickle_error_of(deep + ".").find("nest deeper than 1000") != std::string::npos);
     CHECK(rd("]q\x00h\x00" "a0N."s).is_none());
 }
 
@@ -214,11 +214,11 @@ TEST_CASE("pickle: the reader's opcode groups (stack, numbers, text, containers,
     const PyValue text_memo = rd("]p0\ng0\n\x86."s);
     CHECK(text_memo.as_tuple()[0].is_same(text_memo.as_tuple()[1]));
     // each group's errors keep the offset and opcode of the instruction
-    CHECK(error_of("\x95\xff\x00\x00\x00\x00\x00\x00\x00K\x07."s) ==
+    CHECK(pickle_error_of("\x95\xff\x00\x00\x00\x00\x00\x00\x00K\x07."s) ==
           "t.pkl: pickle offset 0, opcode 0x95 FRAME: frame of 255 bytes exceeds the 3 left");
-    CHECK(error_of("](K\x01\x90."s) == "t.pkl: pickle offset 4, opcode 0x90 ADDITEMS: ADDITEMS target is a list, not a set");
-    CHECK(error_of("cm\nC\n)K\x01\x92."s) == "t.pkl: pickle offset 8, opcode 0x92 NEWOBJ_EX: keyword arguments are not a dict");
-    CHECK(error_of("K\x01K\x02\x93."s) == "t.pkl: pickle offset 4, opcode 0x93 STACK_GLOBAL: module and name must be str");
-    CHECK(error_of("K\x01\x82\x01."s) == "t.pkl: pickle offset 2, opcode 0x82 EXT1: opcode not supported in checkpoints");
-    CHECK(error_of("\x8b\x00\x00\x00\x80."s) == "t.pkl: pickle offset 0, opcode 0x8b LONG4: negative byte count");
+    CHECK(pickle_error_of("](K\x01\x90."s) == "t.pkl: pickle offset 4, opcode 0x90 ADDITEMS: ADDITEMS target is a list, not a set");
+    CHECK(pickle_error_of("cm\nC\n)K\x01\x92."s) == "t.pkl: pickle offset 8, opcode 0x92 NEWOBJ_EX: keyword arguments are not a dict");
+    CHECK(pickle_error_of("K\x01K\x02\x93."s) == "t.pkl: pickle offset 4, opcode 0x93 STACK_GLOBAL: module and name must be str");
+    CHECK(pickle_error_of("K\x01\x82\x01."s) == "t.pkl: pickle offset 2, opcode 0x82 EXT1: opcode not supported in checkpoints");
+    CHECK(pickle_error_of("\x8b\x00\x00\x00\x80."s) == "t.pkl: pickle offset 0, opcode 0x8b LONG4: negative byte count");
 }

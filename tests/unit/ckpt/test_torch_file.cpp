@@ -12,31 +12,13 @@
 #include "mds/util/error.h"
 #include "test_support.h"
 
+using mds::test::error_of;
+using mds::test::slurp;
+using mds::test::spit;
+
 using namespace mds::ckpt;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << bytes;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const mds::Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 // A torch.save file {"a": float32[4] = 1..4, "b": int64[3] = 7,8,9}; returns the offsets of both
 // storages' bytes and of data.pkl in the file.

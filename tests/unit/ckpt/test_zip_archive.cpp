@@ -12,24 +12,15 @@
 #include "mds/util/error.h"
 #include "test_support.h"
 
+using mds::test::as_bytes;
+using mds::test::slurp;
+using mds::test::spit;
+
 using namespace mds::ckpt;
 
 namespace {
 
-std::span<const std::byte> as_bytes(const std::string& s) { return std::as_bytes(std::span<const char>(s.data(), s.size())); }
 std::string as_string(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << bytes;
-}
 
 void put16(std::string& s, std::size_t at, std::uint32_t v) {
     s[at] = static_cast<char>(v & 0xff);

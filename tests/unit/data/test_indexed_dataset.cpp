@@ -16,6 +16,10 @@
 #include "mds/util/error.h"
 #include "test_support.h"
 
+using mds::test::as_bytes;
+using mds::test::slurp;
+using mds::test::spit;
+
 namespace fs = std::filesystem;
 using mds::data::DType;
 using mds::data::IndexedDataset;
@@ -24,16 +28,6 @@ using mds::data::IndexedDatasetBuilder;
 namespace {
 
 using Doc = std::vector<std::vector<std::int32_t>>;  // sequences of one document
-
-std::string slurp(const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-void put(const std::string& p, const std::string& s) {
-    std::ofstream f(p, std::ios::binary);
-    f.write(s.data(), static_cast<std::streamsize>(s.size()));
-}
 
 std::string from_hex(std::string_view hex) {
     std::string out;
@@ -72,8 +66,6 @@ std::vector<Doc> random_docs(std::mt19937& rng, std::size_t n, std::int32_t max_
     }
     return docs;
 }
-
-std::span<const std::byte> as_bytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
 
 template <class T>
 void poke(std::string& image, std::size_t offset, T v) {
@@ -270,7 +262,7 @@ TEST_CASE("indexed_dataset: parse_index rejects every truncation of a valid inde
     const std::string bin = slurp(prefix + ".bin");
     for (std::size_t len : {std::size_t{0}, std::size_t{8}, std::size_t{33}, std::size_t{34}, std::size_t{50},
                             image.size() - 1}) {
-        put(prefix + ".idx", image.substr(0, len));
+        spit(prefix + ".idx", image.substr(0, len));
         try {
             IndexedDataset ds(prefix);
             FAIL_CHECK("no error at length " << len);
@@ -448,9 +440,9 @@ TEST_CASE("indexed_dataset: .bin size mismatch and missing files name the file")
         return std::string();
     };
     CHECK(message().empty());
-    put(prefix + ".bin", bin.substr(0, bin.size() - 1));
+    spit(prefix + ".bin", bin.substr(0, bin.size() - 1));
     CHECK(message().find(prefix + ".idx: byte 34:") != std::string::npos);
-    put(prefix + ".bin", bin + std::string(4, '\0'));
+    spit(prefix + ".bin", bin + std::string(4, '\0'));
     CHECK(message().find(prefix + ".idx") != std::string::npos);
     fs::remove(prefix + ".bin");
     CHECK(message().find(prefix + ".bin") != std::string::npos);

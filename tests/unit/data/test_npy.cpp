@@ -10,6 +10,8 @@
 #include "mds/util/files.h"
 #include "test_support.h"
 
+using mds::test::as_bytes;
+
 using namespace mds::data;
 
 TEST_CASE("np.save header for shape (6,) int32") {
@@ -62,9 +64,6 @@ TEST_CASE("write and read back") {
 }
 
 namespace {
-std::span<const std::byte> as_bytes(const std::string& s) {
-    return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
 std::string file_with(const std::string& dict, std::size_t data_bytes, char v1 = 1) {
     std::string h = std::string("\x93NUMPY", 6) + v1 + '\0';
     if (v1 == 1) {

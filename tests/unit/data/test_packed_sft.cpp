@@ -17,19 +17,12 @@
 #include "mds/util/error.h"
 #include "test_support.h"
 
+using mds::test::error_of;
+
 using namespace mds::data;
 using I64 = std::vector<std::int64_t>;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const mds::Error& e) {
-        return e.what();
-    }
-    return "";
-}
 
 // A pair whose example k has prompt {1000 + k, ...} and answer {2000 + k, ...} of the given lengths.
 void write_pair(const std::string& prefix, const std::vector<int>& prompt_len, const std::vector<int>& answer_len) {

@@ -13,12 +13,15 @@
 #include "mds/data/indexed_dataset_builder.h"
 #include "mds/data/weighted_split.h"
 #include "mds/util/error.h"
+#include "test_support.h"
+
+using mds::test::contains;
 
 using namespace mds::data;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
+std::string error_kind_of(const std::function<void()>& f) {
     try {
         f();
     } catch (const mds::UsageError& e) {
@@ -28,8 +31,6 @@ std::string error_of(const std::function<void()>& f) {
     }
     return "";
 }
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::string write(const std::filesystem::path& dir, const std::string& name, const std::string& text) {
     const auto p = (dir / name).string();
@@ -74,19 +75,19 @@ TEST_CASE("groups parse as BMD's parse_data_paths keeps them") {
 
 TEST_CASE("BMD's format checks are usage errors naming the flag, the group and the dataset") {
     const std::string t = "--train-weighted-split-paths";
-    auto e = error_of([&] { parse_weighted_split_paths(t, {"A: 1 0:1 /a", "B: 1 0:1 /b"}); });
+    auto e = error_kind_of([&] { parse_weighted_split_paths(t, {"A: 1 0:1 /a", "B: 1 0:1 /b"}); });
     CHECK(contains(e, "usage: --train-weighted-split-paths"));
     CHECK(contains(e, "only 1 dataset group"));
-    e = error_of([&] { parse_weighted_split_paths("--valid-weighted-split-paths", {"A: 1 0:1 /a, 0.5 0:1"}); });
+    e = error_kind_of([&] { parse_weighted_split_paths("--valid-weighted-split-paths", {"A: 1 0:1 /a, 0.5 0:1"}); });
     CHECK(contains(e, "usage: --valid-weighted-split-paths"));
     CHECK(contains(e, "dataset 2 '0.5 0:1': 2 words instead of 3"));
-    e = error_of([&] { parse_weighted_split_paths(t, {"A /a"}, "from f.txt line 1"); });
+    e = error_kind_of([&] { parse_weighted_split_paths(t, {"A /a"}, "from f.txt line 1"); });
     CHECK(contains(e, "--train-weighted-split-paths (from f.txt line 1), group 1 'A /a': no ':'"));
-    CHECK(contains(error_of([&] { parse_weighted_split_paths(t, {"A: 1 0.5 /a"}); }), "is not START:END"));
-    CHECK(contains(error_of([&] { parse_weighted_split_paths(t, {"A: 1 0:x /a"}); }), "not a finite number"));
-    CHECK(contains(error_of([&] { parse_weighted_split_paths(t, {"A: 1 0.5:0.5 /a"}); }), "is empty"));
-    CHECK(contains(error_of([&] { parse_weighted_split_paths(t, {"A: 1 0.5:1.2 /a"}); }), "ends after 1"));
-    CHECK(contains(error_of([&] { parse_weighted_split_paths(t, {"A: 1 -0.5:1 /a"}); }), "starts before 0"));
+    CHECK(contains(error_kind_of([&] { parse_weighted_split_paths(t, {"A: 1 0.5 /a"}); }), "is not START:END"));
+    CHECK(contains(error_kind_of([&] { parse_weighted_split_paths(t, {"A: 1 0:x /a"}); }), "not a finite number"));
+    CHECK(contains(error_kind_of([&] { parse_weighted_split_paths(t, {"A: 1 0.5:0.5 /a"}); }), "is empty"));
+    CHECK(contains(error_kind_of([&] { parse_weighted_split_paths(t, {"A: 1 0.5:1.2 /a"}); }), "ends after 1"));
+    CHECK(contains(error_kind_of([&] { parse_weighted_split_paths(t, {"A: 1 -0.5:1 /a"}); }), "starts before 0"));
     // A group of one dataset: BMD never reads its weight as a number.
     CHECK(parse_weighted_split_paths(t, {"A: any 0:1 /a"})[0].weights[0] == "any");
 }
@@ -96,14 +97,14 @@ TEST_CASE("the -path file: one line of double-quoted groups ending in a newline"
     const std::string f = "--valid-weighted-split-paths-path";
     auto v = read_weighted_split_paths_file(f, write(dir, "ok.txt", "\"valid: 1 0:1 /a, 2 0:1 /b\" \"valid_a: 1 0:1 /a\"\n"));
     CHECK(v == std::vector<std::string>{"valid: 1 0:1 /a, 2 0:1 /b", "valid_a: 1 0:1 /a"});
-    auto e = error_of([&] { read_weighted_split_paths_file(f, write(dir, "two.txt", "\"a: 1 0:1 /a\"\n\"b: 1 0:1 /b\"\n")); });
+    auto e = error_kind_of([&] { read_weighted_split_paths_file(f, write(dir, "two.txt", "\"a: 1 0:1 /a\"\n\"b: 1 0:1 /b\"\n")); });
     CHECK(contains(e, "usage: --valid-weighted-split-paths-path"));
     CHECK(contains(e, "two.txt: 2 lines"));
-    CHECK(contains(error_of([&] { read_weighted_split_paths_file(f, write(dir, "nl.txt", "\"a: 1 0:1 /a\"")); }),
+    CHECK(contains(error_kind_of([&] { read_weighted_split_paths_file(f, write(dir, "nl.txt", "\"a: 1 0:1 /a\"")); }),
                    "must start with '\"' and end with '\"' and a newline"));
-    CHECK(contains(error_of([&] { read_weighted_split_paths_file(f, write(dir, "q.txt", "a: 1 0:1 /a\n")); }),
+    CHECK(contains(error_kind_of([&] { read_weighted_split_paths_file(f, write(dir, "q.txt", "a: 1 0:1 /a\n")); }),
                    "must start with"));
-    CHECK(contains(error_of([&] { read_weighted_split_paths_file(f, (dir / "missing.txt").string()); }),
+    CHECK(contains(error_kind_of([&] { read_weighted_split_paths_file(f, (dir / "missing.txt").string()); }),
                    "missing.txt: cannot open"));
 }
 
@@ -167,11 +168,11 @@ TEST_CASE("a group's datasets are Mode 1's: one range is a split, several paths 
     GptDatasets single(one);
     for (std::int64_t n = 0; n < ws1.groups(1)[0].size; ++n) CHECK(ws1.sample(1, 0, n) == single.sample(1, n));
 
-    CHECK(contains(error_of([&] { (void)ws.sample(1, 1, ws.groups(1)[1].size); }), "out of range"));
+    CHECK(contains(error_kind_of([&] { (void)ws.sample(1, 1, ws.groups(1)[1].size); }), "out of range"));
     auto empty = w;
     empty.groups[1] = parse_weighted_split_paths("--valid-weighted-split-paths", {"tiny: 1 0.99:1 " + a});
-    CHECK(contains(error_of([&] { WeightedSplitDatasets x(empty); }), "documents [40, 40) of 40 is empty"));
+    CHECK(contains(error_kind_of([&] { WeightedSplitDatasets x(empty); }), "documents [40, 40) of 40 is empty"));
     auto bad_weight = w;
     bad_weight.groups[0] = parse_weighted_split_paths("--train-weighted-split-paths", {"t: x 0:1 " + a + ", 1 0:1 " + b});
-    CHECK(contains(error_of([&] { WeightedSplitDatasets x(bad_weight); }), "usage: --train-weighted-split-paths group 't'"));
+    CHECK(contains(error_kind_of([&] { WeightedSplitDatasets x(bad_weight); }), "usage: --train-weighted-split-paths group 't'"));
 }

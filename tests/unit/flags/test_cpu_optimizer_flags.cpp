@@ -13,22 +13,12 @@
 #include "mds/flags/flag_table.h"
 #include "mds/flags/train_args.h"
 #include "mds/util/error.h"
+#include "flag_parse.h"
 
 using namespace mds::flags;
+using mds::flags_test::parse;
 
 namespace {
-
-void parse(TrainArgs& args, DryRunOptions& options, std::vector<std::string> argv, std::int64_t world) {
-    CLI::App app("mds-train");
-    add_train_flags(app, args);
-    add_dry_run_flags(app, options);
-    argv.insert(argv.begin(), "mds-train");
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
-    args.parallel.world_size = world;
-    resolve_train_args(args);
-}
 
 std::vector<std::string> tiny_argv(std::vector<std::string> extra) {
     std::vector<std::string> v{"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length",

@@ -15,23 +15,12 @@
 #include "mds/flags/dry_run.h"
 #include "mds/flags/train_args.h"
 #include "mds/util/error.h"
+#include "flag_parse.h"
 
 using namespace mds::flags;
+using mds::flags_test::parse;
 
 namespace {
-
-// Parses mds-train flags plus the dry-run flags, then resolves them for `world` GPUs.
-void parse(TrainArgs& args, DryRunOptions& options, std::vector<std::string> argv, std::int64_t world) {
-    CLI::App app("mds-train");
-    add_train_flags(app, args);
-    add_dry_run_flags(app, options);
-    argv.insert(argv.begin(), "mds-train");
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
-    args.parallel.world_size = world;
-    resolve_train_args(args);
-}
 
 // tr1-13B-round1.slurm: 64 nodes × 4 V100, TP 2, PP 4, fp16, activation checkpointing, ZeRO-1;
 // GPT-2 vocabulary. The time is for the README's 300B tokens at 45 TFLOPs. (The script's ramp-up

@@ -11,20 +11,16 @@
 
 #include "mds/flags/flag_table.h"
 #include "mds/util/error.h"
+#include "flag_parse.h"
 
 using namespace mds::flags;
 using mds::ckpt::PyValue;
 
 namespace {
 
-TrainArgs parse(std::vector<std::string> argv) {
+TrainArgs parsed(std::vector<std::string> argv) {
     TrainArgs args;
-    CLI::App app("mds-train");
-    add_train_flags(app, args);
-    argv.insert(argv.begin(), "mds-train");
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
+    mds::flags_test::parse(args, std::move(argv));
     return args;
 }
 
@@ -83,8 +79,8 @@ TEST_CASE("flag table: Python literals") {
 }
 
 TEST_CASE("flag table: a flag's value in the checkpoint's args Namespace") {
-    const TrainArgs defaults = parse(kModel);
-    const TrainArgs given = parse(model_and({"--no-save-optim", "--save", "/c", "--save-interval", "5", "--data-path",
+    const TrainArgs defaults = parsed(kModel);
+    const TrainArgs given = parsed(model_and({"--no-save-optim", "--save", "/c", "--save-interval", "5", "--data-path",
                                              "0.5", "/a", "0.5", "/b", "--log-level", "info"}));
     // store_true with default=None: True or None.
     CHECK(repr_of(*find_flag("--no-save-optim"), defaults) == "None");
@@ -107,14 +103,14 @@ TEST_CASE("flag table: a flag's value in the checkpoint's args Namespace") {
 }
 
 TEST_CASE("flag table: --optimizer sgd and rotary positions fail in validate, naming the flag") {
-    auto sgd = parse(model_and({"--optimizer", "sgd"}));
+    auto sgd = parsed(model_and({"--optimizer", "sgd"}));
     CHECK_THROWS_WITH_AS(validate(sgd), doctest::Contains("--optimizer sgd"), mds::UsageError);
-    auto rotary = parse(model_and({"--position-embedding-type", "rotary"}));
+    auto rotary = parsed(model_and({"--position-embedding-type", "rotary"}));
     CHECK_THROWS_WITH_AS(validate(rotary), doctest::Contains("--position-embedding-type rotary"), mds::UsageError);
-    auto alibi = parse(model_and({"--position-embedding-type", "alibi"}));
+    auto alibi = parsed(model_and({"--position-embedding-type", "alibi"}));
     CHECK_NOTHROW(validate(alibi));
     // Accepted for compatibility: parsed, no error.
-    auto workers = parse(model_and({"--num-workers", "8", "--sgd-momentum", "0.5", "--tensorboard-queue-size", "5"}));
+    auto workers = parsed(model_and({"--num-workers", "8", "--sgd-momentum", "0.5", "--tensorboard-queue-size", "5"}));
     CHECK_NOTHROW(validate(workers));
     CHECK(workers.data.num_workers == 8);
 }
@@ -185,8 +181,8 @@ TEST_CASE("flag table: every add_argument of BigScience's megatron/arguments.py 
 }
 
 TEST_CASE("flag table: flags accepted without effect are checked as BMD's parser does and recorded") {
-    const TrainArgs defaults = parse(kModel);
-    TrainArgs given = parse(model_and({"--tile-factor", "4", "--no-masked-softmax-fusion", "--use-cpu-initialization",
+    const TrainArgs defaults = parsed(kModel);
+    TrainArgs given = parsed(model_and({"--tile-factor", "4", "--no-masked-softmax-fusion", "--use-cpu-initialization",
                                              "--retriever-report-topk-accuracies", "1", "5", "20", "--DDP-impl", "torch",
                                              "--sample-rate", "0.5", "--log-path", "/logs", "--mmap-warmup"}));
     CHECK_NOTHROW(validate(given));
@@ -204,46 +200,46 @@ TEST_CASE("flag table: flags accepted without effect are checked as BMD's parser
     CHECK(repr_of(*find_flag("--log-path"), given) == "'/logs'");
     CHECK(repr_of(*find_flag("--mmap-warmup"), given) == "True");
     // argparse's type= and choices= still apply.
-    CHECK_THROWS_WITH(parse(model_and({"--tile-factor", "two"})), doctest::Contains("--tile-factor"));
-    CHECK_THROWS_WITH(parse(model_and({"--sample-rate", "half"})), doctest::Contains("--sample-rate"));
-    CHECK_THROWS(parse(model_and({"--DDP-impl", "apex"})));
-    CHECK_THROWS(parse(model_and({"--remote-device", "disk"})));
+    CHECK_THROWS_WITH(parsed(model_and({"--tile-factor", "two"})), doctest::Contains("--tile-factor"));
+    CHECK_THROWS_WITH(parsed(model_and({"--sample-rate", "half"})), doctest::Contains("--sample-rate"));
+    CHECK_THROWS(parsed(model_and({"--DDP-impl", "apex"})));
+    CHECK_THROWS(parsed(model_and({"--remote-device", "disk"})));
     // BMD's own checks of flags it then ignores stop mds-train too.
-    auto distribute = parse(model_and({"--distribute-checkpointed-activations"}));
+    auto distribute = parsed(model_and({"--distribute-checkpointed-activations"}));
     CHECK_THROWS_WITH_AS(validate(distribute), doctest::Contains("needs --checkpoint-activations"), mds::UsageError);
-    auto distribute_ok = parse(model_and({"--distribute-checkpointed-activations", "--checkpoint-activations"}));
+    auto distribute_ok = parsed(model_and({"--distribute-checkpointed-activations", "--checkpoint-activations"}));
     CHECK_NOTHROW(validate(distribute_ok));
-    auto decoder = parse(model_and({"--decoder-seq-length", "128"}));
+    auto decoder = parsed(model_and({"--decoder-seq-length", "128"}));
     CHECK_THROWS_WITH_AS(validate(decoder), doctest::Contains("--decoder-seq-length 128"), mds::UsageError);
-    auto decoder_ok = parse(model_and({"--decoder-seq-length", "64"}));
+    auto decoder_ok = parsed(model_and({"--decoder-seq-length", "64"}));
     CHECK_NOTHROW(validate(decoder_ok));
 }
 
 TEST_CASE("flag table: refused flags say what to use instead") {
-    CHECK_THROWS_WITH(parse(model_and({"--batch-size", "4"})),
+    CHECK_THROWS_WITH(parsed(model_and({"--batch-size", "4"})),
                       doctest::Contains("--batch-size: not supported by mds-train: no longer valid in Megatron"));
-    CHECK_THROWS_WITH(parse(model_and({"--batch-size", "4"})), doctest::Contains("use --micro-batch-size"));
-    CHECK_THROWS_WITH(parse(model_and({"--warmup", "0.1"})), doctest::Contains("use --lr-warmup-fraction"));
-    CHECK_THROWS_WITH(parse(model_and({"--model-parallel-size", "2"})), doctest::Contains("use --tensor-model-parallel-size"));
-    CHECK_THROWS_WITH(parse(model_and({"--deepscale_config", "ds.json"})), doctest::Contains("use --deepspeed_config"));
-    CHECK_THROWS_WITH(parse(model_and({"--inference"})), doctest::Contains("--eval-only"));
-    CHECK_THROWS_WITH(parse(model_and({"--encoder-seq-length", "64"})), doctest::Contains("use --seq-length"));
+    CHECK_THROWS_WITH(parsed(model_and({"--batch-size", "4"})), doctest::Contains("use --micro-batch-size"));
+    CHECK_THROWS_WITH(parsed(model_and({"--warmup", "0.1"})), doctest::Contains("use --lr-warmup-fraction"));
+    CHECK_THROWS_WITH(parsed(model_and({"--model-parallel-size", "2"})), doctest::Contains("use --tensor-model-parallel-size"));
+    CHECK_THROWS_WITH(parsed(model_and({"--deepscale_config", "ds.json"})), doctest::Contains("use --deepspeed_config"));
+    CHECK_THROWS_WITH(parsed(model_and({"--inference"})), doctest::Contains("--eval-only"));
+    CHECK_THROWS_WITH(parsed(model_and({"--encoder-seq-length", "64"})), doctest::Contains("use --seq-length"));
 }
 
 TEST_CASE("flag table: --eval-only reads its value as argparse's type=bool; --local_rank is kept") {
-    const TrainArgs none = parse(kModel);
+    const TrainArgs none = parsed(kModel);
     CHECK_FALSE(none.logging.evaluate_only());
     CHECK(repr_of(*find_flag("--eval-only"), none) == "None");
-    const TrainArgs yes = parse(model_and({"--eval-only", "True"}));
+    const TrainArgs yes = parsed(model_and({"--eval-only", "True"}));
     CHECK(yes.logging.evaluate_only());
     CHECK(repr_of(*find_flag("--eval-only"), yes) == "True");
     // bool("False") is True in Python: BMD evaluates only with --eval-only False too.
-    const TrainArgs no = parse(model_and({"--eval-only", "False"}));
+    const TrainArgs no = parsed(model_and({"--eval-only", "False"}));
     CHECK(no.logging.evaluate_only());
-    const TrainArgs empty = parse(model_and({"--eval-only", ""}));
+    const TrainArgs empty = parsed(model_and({"--eval-only", ""}));
     CHECK_FALSE(empty.logging.evaluate_only());
     CHECK(repr_of(*find_flag("--eval-only"), empty) == "False");
-    CHECK(parse(model_and({"--local_rank", "3"})).parallel.local_rank == 3);
-    CHECK(parse(model_and({"--local-rank=2"})).parallel.local_rank == 2);
+    CHECK(parsed(model_and({"--local_rank", "3"})).parallel.local_rank == 3);
+    CHECK(parsed(model_and({"--local-rank=2"})).parallel.local_rank == 2);
     CHECK_FALSE(none.parallel.local_rank.has_value());
 }

@@ -9,8 +9,13 @@
 #include "mds/flags/save_schedule.h"
 #include "mds/flags/train_args.h"
 #include "mds/util/error.h"
+#include "test_support.h"
+#include "flag_parse.h"
+
+using mds::test::contains;
 
 using namespace mds::flags;
+using mds::flags_test::parse;
 
 namespace {
 
@@ -29,17 +34,6 @@ std::string error_of(const std::string& text) {
         return e.what();
     }
     return "";
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-void parse(TrainArgs& args, std::vector<std::string> argv) {
-    CLI::App app("mds-train");
-    add_train_flags(app, args);
-    argv.insert(argv.begin(), "mds-train");
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
 }
 
 }  // namespace

@@ -10,19 +10,14 @@
 #include "mds/flags/train_args.h"
 #include "mds/util/error.h"
 #include "test_support.h"
+#include "flag_parse.h"
+
+using mds::test::contains;
 
 using namespace mds::flags;
+using mds::flags_test::parse;
 
 namespace {
-
-void parse(TrainArgs& args, std::vector<std::string> argv) {
-    CLI::App app("mds-train");
-    add_train_flags(app, args);
-    argv.insert(argv.begin(), "mds-train");
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
-}
 
 std::string write_file(const std::string& name, const std::string& text) {
     static const auto dir = mds::test::scratch_dir("train-args");
@@ -136,8 +131,6 @@ std::vector<std::string> tr11_argv(const std::string& ds_config) {
         // DEEPSPEED_ARGS
         "--deepspeed", "--deepspeed_config", ds_config, "--zero-stage", "0", "--deepspeed-activation-checkpointing"};
 }
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -365,6 +358,6 @@ TEST_CASE("validation: Megatron's rules between flags") {
 }
 
 TEST_CASE("DeepSpeed config: a number beyond double is an mds::Error naming the file") {
-    CHECK_THROWS_WITH_AS(mds::flags::parse_deepspeed_config(R"({"gradient_clipping": 1e400})", "ds.json"),
+    CHECK_THROWS_WITH_AS(mds::flags::parse_deepspeed_config(std::string(R"({"gradient_clipping": 1e400})"), "ds.json"),
                          doctest::Contains("ds.json: not valid JSON"), mds::Error);
 }

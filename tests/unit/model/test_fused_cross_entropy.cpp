@@ -34,7 +34,7 @@ TEST_CASE("fused cross entropy = ATen's cross entropy on fp32 logits, value and 
     const auto weights = at::rand({37});
     const auto [want_loss, want_grad] = loss_and_grad(logits, labels, weights, false);
     const auto [loss, grad] = loss_and_grad(logits, labels, weights, true);
-    CHECK(loss.scalar_type() == at::kFloat);
+    CHECK((loss.scalar_type() == at::kFloat));
     CHECK(at::allclose(loss, want_loss, 1e-6, 1e-6));
     CHECK(at::allclose(grad, want_grad, 1e-6, 1e-8));
     // Labels of another integer dtype: the same.
@@ -50,8 +50,8 @@ TEST_CASE("bf16 logits: the fp32 loss of the bf16 values, a bf16 gradient") {
     const auto weights = at::rand({16});
     const auto [want_loss, want_grad] = loss_and_grad(logits, labels, weights, false);  // through .to(fp32), as mds-train
     const auto [loss, grad] = loss_and_grad(logits, labels, weights, true);
-    CHECK(loss.scalar_type() == at::kFloat);
-    CHECK(grad.scalar_type() == at::kBFloat16);
+    CHECK((loss.scalar_type() == at::kFloat));
+    CHECK((grad.scalar_type() == at::kBFloat16));
     CHECK(at::allclose(loss, want_loss, 1e-6, 1e-6));
     // Both round the same fp32 gradient to bf16: at most one bf16 ulp apart where the fp32 values differ.
     const auto diff = (grad.to(at::kFloat) - want_grad.to(at::kFloat)).abs();

@@ -137,8 +137,8 @@ TEST_CASE("--fp32-residual-connection: fp32 hidden states between the blocks, ha
     GptModel plain(c, at::kCPU, 3);
     const auto x = at::randn({2, 8, 16}, at::TensorOptions().dtype(at::kFloat));
     // A block keeps the residual stream in the dtype it receives: fp32 in, fp32 out.
-    CHECK(fp32_res.block_forward(0, x, {}).scalar_type() == at::kFloat);
-    CHECK(plain.block_forward(0, x.to(at::kBFloat16), {}).scalar_type() == at::kBFloat16);
+    CHECK((fp32_res.block_forward(0, x, {}).scalar_type() == at::kFloat));
+    CHECK((plain.block_forward(0, x.to(at::kBFloat16), {}).scalar_type() == at::kBFloat16));
     const auto tokens = at::arange(16, at::TensorOptions().dtype(at::kLong)).remainder(32).view({2, 8});
     const double a = fp32_res.loss(tokens, tokens).item<double>(), b = plain.loss(tokens, tokens).item<double>();
     CHECK(std::isfinite(a));

@@ -20,27 +20,24 @@
 #include "mds/util/error.h"
 #include "test_support.h"
 
+using mds::test::slurp;
+
 using namespace mds::observe;
 namespace fs = std::filesystem;
 
 namespace {
+
+// Writes a file of the fake /proc and /sys trees, creating its folders.
+void put_file(const fs::path& p, const std::string& s) {
+    fs::create_directories(p.parent_path());
+    mds::test::spit(p, s);
+}
 
 // codecarbon's unit constants (core/units.py), for expected values.
 constexpr double kJ2kWh = 2.77778e-7;
 double mj_kwh(double mj) { return mj * 1e-3 * kJ2kWh; }
 double uj_kwh(double uj) { return uj * 1e-6 * kJ2kWh; }
 double w_s_kwh(double w, double s) { return w * 0.001 * (s * (1.0 / 3600)); }
-
-void put(const fs::path& p, const std::string& s) {
-    fs::create_directories(p.parent_path());
-    std::ofstream f(p, std::ios::binary);
-    f << s;
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-}
 
 std::vector<std::map<std::string, std::string>> read_csv(const fs::path& p) {
     std::vector<std::map<std::string, std::string>> rows;
@@ -87,22 +84,22 @@ struct Machine {
     FakeGpus* gpus = nullptr;  // owned by the tracker once created
 
     explicit Machine(const std::string& name) : root(mds::test::scratch_dir("carbon-" + name)) {
-        put(root / "proc/meminfo",
+        put_file(root / "proc/meminfo",
             "MemTotal:       527994880 kB\nMemFree:         1000000 kB\nMemAvailable:   395996160 kB\n");
-        put(root / "proc/cpuinfo",
+        put_file(root / "proc/cpuinfo",
             "processor\t: 0\nmodel name\t: AMD EPYC 7543 32-Core Processor\n\nprocessor\t: 1\n"
             "model name\t: AMD EPYC 7543 32-Core Processor\n");
-        put(root / "proc/stat", "cpu  1000 0 1000 8000 0 0 0 0 0 0\ncpu0 1 2 3 4\n");
+        put_file(root / "proc/stat", "cpu  1000 0 1000 8000 0 0 0 0 0 0\ncpu0 1 2 3 4\n");
     }
     void rapl_zone(const std::string& zone, const std::string& name, std::uint64_t uj,
                    std::uint64_t max_uj = 262143328850) {
         const fs::path dir = root / "sys/class/powercap" / zone;
-        put(dir / "name", name + "\n");
-        put(dir / "energy_uj", std::to_string(uj) + "\n");
-        put(dir / "max_energy_range_uj", std::to_string(max_uj) + "\n");
+        put_file(dir / "name", name + "\n");
+        put_file(dir / "energy_uj", std::to_string(uj) + "\n");
+        put_file(dir / "max_energy_range_uj", std::to_string(max_uj) + "\n");
     }
     void rapl_set(const std::string& zone, std::uint64_t uj) {
-        put(root / "sys/class/powercap" / zone / "energy_uj", std::to_string(uj) + "\n");
+        put_file(root / "sys/class/powercap" / zone / "energy_uj", std::to_string(uj) + "\n");
     }
     CarbonTrackerSources sources(std::vector<std::string> gpu_names = {}, std::vector<std::uint64_t> gpu_mj = {}) {
         CarbonTrackerSources s;
@@ -176,21 +173,21 @@ TEST_CASE("power estimates: codecarbon's RAM DIMM rule and CPU TDP modes") {
 
 TEST_CASE("host info: meminfo, /proc/stat and cpuinfo") {
     const auto dir = mds::test::scratch_dir("carbon-host");
-    put(dir / "meminfo", "MemTotal:       16384000 kB\nMemFree:  100 kB\nMemAvailable:    4096000 kB\nCached: 5 kB\n");
+    put_file(dir / "meminfo", "MemTotal:       16384000 kB\nMemFree:  100 kB\nMemAvailable:    4096000 kB\nCached: 5 kB\n");
     const MemInfo m = read_meminfo((dir / "meminfo").string());
     CHECK(m.total_bytes == 16384000ull * 1024);
     CHECK(m.available_bytes == 4096000ull * 1024);
     CHECK(meminfo_used_gb(m) == doctest::Approx(12288000.0 * 1024 / (1024.0 * 1024 * 1024)));
     CHECK(meminfo_used_percent(m) == 75.0);
-    put(dir / "old-meminfo",
+    put_file(dir / "old-meminfo",
         "MemTotal: 1000 kB\nMemFree: 100 kB\nBuffers: 50 kB\nCached: 200 kB\nSReclaimable: 50 kB\n");
     CHECK(read_meminfo((dir / "old-meminfo").string()).available_bytes == 400 * 1024);
-    put(dir / "bad-meminfo", "MemFree: 1 kB\n");
+    put_file(dir / "bad-meminfo", "MemFree: 1 kB\n");
     CHECK_THROWS_WITH_AS(read_meminfo((dir / "bad-meminfo").string()), doctest::Contains("MemTotal"), mds::Error);
     CHECK_THROWS_WITH_AS(read_meminfo((dir / "missing").string()), doctest::Contains("missing"), mds::Error);
 
-    put(dir / "stat1", "cpu  100 0 100 700 100 0 0 0 0 0\n");
-    put(dir / "stat2", "cpu  400 0 100 800 100 0 0 0 50 50\n");  // guest time is inside user / nice
+    put_file(dir / "stat1", "cpu  100 0 100 700 100 0 0 0 0 0\n");
+    put_file(dir / "stat2", "cpu  400 0 100 800 100 0 0 0 50 50\n");  // guest time is inside user / nice
     const auto a = read_proc_stat_cpu_times((dir / "stat1").string());
     const auto b = read_proc_stat_cpu_times((dir / "stat2").string());
     REQUIRE(a);
@@ -202,7 +199,7 @@ TEST_CASE("host info: meminfo, /proc/stat and cpuinfo") {
     CHECK(cpu_load_percent(*b, *a) == 0.0);
     CHECK_FALSE(read_proc_stat_cpu_times((dir / "missing").string()));
 
-    put(dir / "cpuinfo", "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\n\nprocessor\t: 1\n");
+    put_file(dir / "cpuinfo", "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz\n\nprocessor\t: 1\n");
     const CpuInfo info = read_cpuinfo((dir / "cpuinfo").string());
     CHECK(info.model == "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz");
     CHECK(info.logical_count == 2);
@@ -239,7 +236,7 @@ TEST_CASE("RAPL: package domains, wrap-around, duplicates and mirrors") {
         m.rapl_set("intel-rapl:1", 80'000'001);
         CHECK(r.read_energy_delta_uj() == 600'000'000 + 1);
         // Unreadable: 0 for this interval and no baseline; the next reading only re-baselines.
-        put(m.root / "sys/class/powercap/intel-rapl:1/energy_uj", "garbage\n");
+        put_file(m.root / "sys/class/powercap/intel-rapl:1/energy_uj", "garbage\n");
         m.rapl_set("intel-rapl-mmio:0", 100'000'010);
         CHECK(r.read_energy_delta_uj() == 10);
         m.rapl_set("intel-rapl:1", 90'000'000);
@@ -252,7 +249,7 @@ TEST_CASE("RAPL: package domains, wrap-around, duplicates and mirrors") {
         RaplReader r((m.root / "sys").string());
         REQUIRE(r.available());
         CHECK(r.domains()[0].name == "psys");
-        put(m.root / "sys/class/powercap/intel-rapl:0/energy_uj", "");  // unreadable
+        put_file(m.root / "sys/class/powercap/intel-rapl:0/energy_uj", "");  // unreadable
         RaplReader u((m.root / "sys").string());
         CHECK_FALSE(u.available());
         CHECK(u.note().find("cannot read") != std::string::npos);
@@ -290,7 +287,7 @@ TEST_CASE("NVML through dlopen: missing library, fake driver, init failure") {
         CHECK(opened.note.find("NVML not available") != std::string::npos);
     }
     SUBCASE("fake driver") {
-        put(dir / "state", "NVIDIA A100-SXM4-80GB\t1000\nNVIDIA A100-SXM4-80GB\terr\n");
+        put_file(dir / "state", "NVIDIA A100-SXM4-80GB\t1000\nNVIDIA A100-SXM4-80GB\terr\n");
         ::setenv("MDS_FAKE_NVML_STATE", (dir / "state").c_str(), 1);
         void* lib = ::dlopen(MDS_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
         REQUIRE(lib != nullptr);
@@ -308,7 +305,7 @@ TEST_CASE("NVML through dlopen: missing library, fake driver, init failure") {
             CHECK_FALSE(opened.reader->total_energy_mj(7));
         }
         CHECK(init_count() == 0);  // nvmlShutdown when the reader goes
-        put(dir / "state", "init_error 9\n");
+        put_file(dir / "state", "init_error 9\n");
         const auto failed = open_nvml_energy_reader(MDS_FAKE_NVML);
         CHECK(failed.reader == nullptr);
         CHECK(failed.note.find("nvmlInit_v2 failed: NVML error 9 (Driver Not Loaded)") != std::string::npos);
@@ -442,13 +439,13 @@ TEST_CASE("carbon tracker: CPU modes") {
         CarbonTracker t(config, m.sources());
         CHECK(t.cpu_mode() == CpuPowerMode::load);
         CHECK(t.cpu_tdp_w() == 85.0);
-        put(m.root / "proc/stat", "cpu  1500 0 1500 8000 0 0 0 0 0 0\n");  // 1000 of 1000 ticks busy
+        put_file(m.root / "proc/stat", "cpu  1500 0 1500 8000 0 0 0 0 0 0\n");  // 1000 of 1000 ticks busy
         m.clock->t += 36;
         t.measure();
         CHECK(t.current_record().cpu_power == doctest::Approx(85.0));
         CHECK(t.current_record().cpu_energy == doctest::Approx(w_s_kwh(85, 36)).epsilon(1e-12));
         CHECK(t.current_record().cpu_utilization_percent == doctest::Approx(100.0));
-        put(m.root / "proc/stat", "cpu  1500 0 1500 9000 0 0 0 0 0 0\n");  // idle
+        put_file(m.root / "proc/stat", "cpu  1500 0 1500 9000 0 0 0 0 0 0\n");  // idle
         m.clock->t += 36;
         t.measure();
         CHECK(t.current_record().cpu_power == doctest::Approx((85.0 + 8.5) / 2));
@@ -516,13 +513,13 @@ TEST_CASE("carbon tracker: GPU selection and NVML") {
         CHECK(t.current_record().gpu_energy == 0);
     }
     SUBCASE("the fake libnvidia-ml through the tracker") {
-        put(m.root / "nvml-state", "NVIDIA H100 80GB HBM3\t100000\n");
+        put_file(m.root / "nvml-state", "NVIDIA H100 80GB HBM3\t100000\n");
         ::setenv("MDS_FAKE_NVML_STATE", (m.root / "nvml-state").c_str(), 1);
         auto s = m.sources();
         s.gpu_reader = nullptr;
         s.nvml_library = MDS_FAKE_NVML;
         CarbonTracker t(config, std::move(s));
-        put(m.root / "nvml-state", "NVIDIA H100 80GB HBM3\t3700000\n");
+        put_file(m.root / "nvml-state", "NVIDIA H100 80GB HBM3\t3700000\n");
         m.clock->t += 10;
         t.measure();
         CHECK(t.current_record().gpu_model == "1 x NVIDIA H100 80GB HBM3");
@@ -575,7 +572,7 @@ TEST_CASE("carbon tracker: config errors and options") {
         CHECK(u.current_record().ram_total_size == 512.0);
     }
     SUBCASE("output directory that cannot be created") {
-        put(m.root / "file", "x");
+        put_file(m.root / "file", "x");
         config.output_dir = (m.root / "file/sub").string();
         CHECK_THROWS_WITH_AS(CarbonTracker(config, m.sources()), doctest::Contains("creating the output directory"),
                              mds::Error);

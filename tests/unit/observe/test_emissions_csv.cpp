@@ -12,20 +12,13 @@
 #include "mds/observe/emissions_csv.h"
 #include "test_support.h"
 
+using mds::test::slurp;
+using mds::test::spit;
+
 using namespace mds::observe;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-void put(const fs::path& p, const std::string& s) {
-    std::ofstream f(p, std::ios::binary);
-    f << s;
-}
 
 EmissionsRecord sample_record() {
     EmissionsRecord r;
@@ -148,13 +141,13 @@ TEST_CASE("emissions.csv: writer append, empty file, reordered header, backup") 
         CHECK(slurp(path) == emissions_csv_header_line() + emissions_csv_row(sample_record()) + emissions_csv_row(r));
     }
     SUBCASE("an empty file counts as new") {
-        put(path, "");
+        spit(path, "");
         w.append(r);
         CHECK(slurp(path) == emissions_csv_header_line() + emissions_csv_row(r));
         CHECK(!w.last_backup());
     }
     SUBCASE("same columns in another order: values follow the file's order") {
-        put(path, "wue,timestamp,project_name,run_id,experiment_id,duration,emissions,emissions_rate,cpu_power,"
+        spit(path, "wue,timestamp,project_name,run_id,experiment_id,duration,emissions,emissions_rate,cpu_power,"
                   "gpu_power,ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,water_consumed,country_name,"
                   "country_iso_code,region,cloud_provider,cloud_region,os,python_version,codecarbon_version,cpu_count,"
                   "cpu_model,gpu_count,gpu_model,longitude,latitude,ram_total_size,tracking_mode,"
@@ -172,15 +165,15 @@ TEST_CASE("emissions.csv: writer append, empty file, reordered header, backup") 
             "ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,country_name,country_iso_code,region,"
             "cloud_provider,cloud_region,os,python_version,codecarbon_version,cpu_count,cpu_model,gpu_count,gpu_model,"
             "longitude,latitude,ram_total_size,tracking_mode,on_cloud,pue\nold row\n";
-        put(path, old);
-        put(dir / "emissions.csv.bak", "taken");
+        spit(path, old);
+        spit(dir / "emissions.csv.bak", "taken");
         w.append(r);
         REQUIRE(w.last_backup());
         CHECK(*w.last_backup() == (dir / "emissions.csv_0.bak").string());
         CHECK(slurp(dir / "emissions.csv_0.bak") == old);
         CHECK(slurp(dir / "emissions.csv.bak") == "taken");
         CHECK(slurp(path) == emissions_csv_header_line() + emissions_csv_row(r));
-        put(path, "a,b\n");
+        spit(path, "a,b\n");
         w.append(r);
         CHECK(*w.last_backup() == (dir / "emissions.csv_1.bak").string());
     }

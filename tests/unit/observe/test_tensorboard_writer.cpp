@@ -16,6 +16,8 @@
 #include "mds/observe/tensorboard_writer.h"
 #include "test_support.h"
 
+using mds::test::slurp;
+
 using namespace mds::observe;
 
 namespace {
@@ -25,11 +27,6 @@ std::string from_hex(std::string_view hex) {
     for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
         out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
     return out;
-}
-
-std::string slurp(const std::filesystem::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 std::uint64_t le(const std::string& s, std::size_t at, int bytes) {

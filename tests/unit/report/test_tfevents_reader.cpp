@@ -13,15 +13,12 @@
 #include "mds/util/error.h"
 #include "test_support.h"
 
+using mds::test::slurp;
+
 using namespace mds::report;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 void varint(std::string& out, std::uint64_t v) {
     while (v >= 0x80) {

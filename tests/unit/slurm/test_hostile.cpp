@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string script(const std::filesystem::path& dir, const std::string& name, const std::string& body) {
+std::string hostile_script(const std::filesystem::path& dir, const std::string& name, const std::string& body) {
     const std::string path = (dir / name).string();
     std::ofstream f(path);
     f << "#!/bin/sh\n" << body << "\n";
@@ -38,7 +38,7 @@ void write(const std::filesystem::path& p, const std::string& s) {
     f << s;
 }
 
-StatusOptions options(const std::string& squeue) {
+StatusOptions hostile_options(const std::string& squeue) {
     StatusOptions o;
     o.watch.job_name = "tr11-176B-ml";
     o.squeue = squeue;
@@ -87,14 +87,14 @@ TEST_CASE("hostile: --timeout must be a finite number of seconds in (0, a day]")
     }
     for (double good : {1e-9, 0.5, 1.0, 30.0, 86400.0}) CHECK_NOTHROW(check_timeout(good));
     // query_queue checks it too, before running anything.
-    StatusOptions o = options("/bin/true");
+    StatusOptions o = hostile_options("/bin/true");
     o.timeout_s = std::nan("");
     CHECK_THROWS_AS((void)query_queue(o), mds::UsageError);
 }
 
 TEST_CASE("hostile: a tiny timeout is still a deadline for a squeue that hangs") {
     const auto dir = mds::test::scratch_dir("slurm-hostile-hang");
-    StatusOptions o = options(script(dir, "squeue", "exec sleep 300"));
+    StatusOptions o = hostile_options(hostile_script(dir, "squeue", "exec sleep 300"));
     o.timeout_s = 1e-9;
     const auto t0 = std::chrono::steady_clock::now();
     const QueueView v = query_queue(o);
@@ -106,9 +106,9 @@ TEST_CASE("hostile: a tiny timeout is still a deadline for a squeue that hangs")
 
 TEST_CASE("hostile: a squeue that prints without end is stopped at its cap") {
     const auto dir = mds::test::scratch_dir("slurm-hostile-endless");
-    const std::string sq = script(dir, "squeue", "exec yes '[[[[[[[[[[[[[[[['");
+    const std::string sq = hostile_script(dir, "squeue", "exec yes '[[[[[[[[[[[[[[[['");
     for (const char* fmt : {"auto", "json", "text"}) {
-        StatusOptions o = options(sq);
+        StatusOptions o = hostile_options(sq);
         o.format = fmt;
         const auto t0 = std::chrono::steady_clock::now();
         const QueueView v = query_queue(o);

@@ -14,19 +14,15 @@
 #include "mds/slurm/notify.h"
 #include "test_support.h"
 
+using mds::test::contains;
+using mds::test::slurp;
+
 namespace fs = std::filesystem;
 using namespace mds::slurm;
 
 namespace {
 
-constexpr std::int64_t kNow = 1'760'000'000;
-
-std::string slurp(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+constexpr std::int64_t kMailNow = 1'760'000'000;
 
 // The header block (up to the empty line), split into lines without their CRLF.
 std::vector<std::string> header_lines(const std::string& mail) {
@@ -116,7 +112,7 @@ MailConfig mail_config() {
 
 TEST_CASE("notify: the mail has the required headers and CRLF line ends everywhere") {
     const std::string body = "tr1-13B-round3 is neither RUNNING nor SCHEDULED\nsecond line\r\n\n.a dot line\nlast";
-    const std::string m = build_mail(mail_config(), "[ALERT] tr1-13B-round3 is stalled", body, kNow);
+    const std::string m = build_mail(mail_config(), "[ALERT] tr1-13B-round3 is stalled", body, kMailNow);
     INFO(m);
     CHECK(crlf_only(m));
     CHECK(header(m, "From") == "watchdog@cluster.example.org");
@@ -140,12 +136,12 @@ TEST_CASE("notify: the mail has the required headers and CRLF line ends everywhe
 
 TEST_CASE("notify: the Message-ID differs between messages sent at different times") {
     const auto c = mail_config();
-    CHECK(header(build_mail(c, "s", "b", kNow), "Message-ID") != header(build_mail(c, "s", "b", kNow + 1), "Message-ID"));
+    CHECK(header(build_mail(c, "s", "b", kMailNow), "Message-ID") != header(build_mail(c, "s", "b", kMailNow + 1), "Message-ID"));
 }
 
 TEST_CASE("notify: a non-ASCII subject is RFC 2047 encoded and decodes back") {
     const std::string subject = "[ALERT] entra\xc3\xaenement arr\xc3\xaat\xc3\xa9 \xe2\x9a\xa0";  // "entraînement arrêté ⚠"
-    const std::string m = build_mail(mail_config(), subject, "corps", kNow);
+    const std::string m = build_mail(mail_config(), subject, "corps", kMailNow);
     INFO(m);
     const std::string value = header(m, "Subject");
     CHECK(value.rfind("=?UTF-8?B?", 0) == 0);
@@ -157,7 +153,7 @@ TEST_CASE("notify: a non-ASCII subject is RFC 2047 encoded and decodes back") {
         for (char c : l) CHECK(static_cast<unsigned char>(c) < 128);
     CHECK(crlf_only(m));
     // The body keeps its UTF-8 as is (8bit).
-    const std::string b = build_mail(mail_config(), "s", "\xc3\xa9t\xc3\xa9", kNow);
+    const std::string b = build_mail(mail_config(), "s", "\xc3\xa9t\xc3\xa9", kMailNow);
     CHECK(body_of(b) == "\xc3\xa9t\xc3\xa9\r\n");
 }
 
@@ -165,7 +161,7 @@ TEST_CASE("notify: a long non-ASCII subject is split into encoded words of at mo
     // RFC 2047 §2: an encoded-word is at most 75 characters; longer text takes several words
     // separated by CRLF SPACE. A job name with an accent makes any watchdog subject this long.
     const std::string subject = "[ALERT] tr1-13B-round3-\xc3\xa9t\xc3\xa9 is neither running nor scheduled to run";
-    const std::string m = build_mail(mail_config(), subject, "b", kNow);
+    const std::string m = build_mail(mail_config(), subject, "b", kMailNow);
     INFO(m);
     std::string value;  // unfolded
     bool in_subject = false;
@@ -193,7 +189,7 @@ TEST_CASE("notify: CR/LF in a subject or an address cannot inject headers") {
     MailConfig c = mail_config();
     c.to = {"oncall@example.org\r\nBcc: victim@evil.example"};
     c.from = "watchdog@cluster.example.org\nX-Injected: 1";
-    const std::string m = build_mail(c, "job tr1\r\nBcc: everyone@evil.example\r\n\r\nfake body", "real body", kNow);
+    const std::string m = build_mail(c, "job tr1\r\nBcc: everyone@evil.example\r\n\r\nfake body", "real body", kMailNow);
     INFO(m);
     CHECK(crlf_only(m));
     for (const auto& l : header_lines(m)) {
@@ -209,7 +205,7 @@ TEST_CASE("notify: CR/LF in a subject or an address cannot inject headers") {
 TEST_CASE("notify: an empty From uses <user>@<host>") {
     MailConfig c = mail_config();
     c.from.clear();
-    const std::string m = build_mail(c, "s", "b", kNow);
+    const std::string m = build_mail(c, "s", "b", kMailNow);
     const std::string from = header(m, "From");
     CHECK(from == default_mail_from());
     CHECK(contains(from, "@"));

@@ -18,6 +18,9 @@
 #include "mds/util/error.h"
 #include "test_support.h"
 
+using mds::test::contains;
+using mds::test::spit;
+
 namespace fs = std::filesystem;
 using namespace mds::slurm;
 
@@ -28,13 +31,6 @@ const std::string kName = "tr1-13B-round3";
 const std::string kMegatron =
     " iteration     1200/  292968 | consumed samples:      2457600 | elapsed time per iteration (ms): 40977.4 | "
     "learning rate: 5.999E-05 | global batch size:  2048 | lm loss: 2.467611E+00 | loss scale: 1.0 |";
-
-void put(const fs::path& p, const std::string& s) {
-    std::ofstream f(p, std::ios::binary);
-    f << s;
-}
-
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
 const Finding* find_key(const std::vector<Finding>& fs, const std::string& key) {
     for (const auto& f : fs)
@@ -165,7 +161,7 @@ TEST_CASE("watch: scan_log finds the last iteration line at the end of the log")
     const auto path = (dir / "log.txt").string();
     const std::string head = "starting\n iteration        1/  292968 | a |\n some info\n";
     const std::string last = "[default0]: iteration     1200/  292968 | consumed samples: 2457600 |";
-    put(path, head + last + "\n\n  \n");
+    spit(path, head + last + "\n\n  \n");
     const LogScan s = scan_log(path);
     CHECK(s.error.empty());
     CHECK(s.path == path);
@@ -178,7 +174,7 @@ TEST_CASE("watch: scan_log finds the last iteration line at the end of the log")
     CHECK(s.last->last_line);  // only blank lines follow
 
     // Without a final newline too.
-    put(path, head + last);
+    spit(path, head + last);
     const LogScan t = scan_log(path);
     REQUIRE(t.last);
     CHECK(t.last->iteration == 1200);
@@ -192,7 +188,7 @@ TEST_CASE("watch: scan_log with other lines after the last iteration line") {
     const auto path = (dir / "log.txt").string();
     const std::string head = " iteration      999/  292968 | a |\n";
     const std::string line = " iteration     1000/  292968 | b |\n";
-    put(path, head + line + "[2025-10-09] watchdog: RUNNING\nWARNING: something\n");
+    spit(path, head + line + "[2025-10-09] watchdog: RUNNING\nWARNING: something\n");
     const LogScan s = scan_log(path);
     REQUIRE(s.last);
     CHECK(s.last->iteration == 1000);
@@ -205,7 +201,7 @@ TEST_CASE("watch: scan_log of a log with CRLF line ends") {
     const auto dir = mds::test::scratch_dir("watch-scan-crlf");
     const auto path = (dir / "log.txt").string();
     const std::string head = "start\r\n iteration 10/ 20 | a |\r\n";
-    put(path, head + " iteration 11/ 20 | b |\r\n\r\n");
+    spit(path, head + " iteration 11/ 20 | b |\r\n\r\n");
     LogScan s = scan_log(path);
     REQUIRE(s.last);
     CHECK(s.last->iteration == 11);
@@ -213,7 +209,7 @@ TEST_CASE("watch: scan_log of a log with CRLF line ends") {
     CHECK(s.last->offset == head.size());
     CHECK(s.last->last_line);
 
-    put(path, head + "other\r\n");
+    spit(path, head + "other\r\n");
     s = scan_log(path);
     REQUIRE(s.last);
     CHECK(s.last->iteration == 10);
@@ -239,7 +235,7 @@ TEST_CASE("watch: scan_log finds a line that spans the 1 MiB block boundary") {
     // The block read first is [size - 1 MiB, size): it must begin inside `line`.
     REQUIRE(text.size() - block > head.size());
     REQUIRE(text.size() - block < head.size() + line.size() - 1);
-    put(path, text);
+    spit(path, text);
     const LogScan s = scan_log(path);
     CHECK(s.error.empty());
     CHECK(s.size == text.size());
@@ -257,7 +253,7 @@ TEST_CASE("watch: scan_log finds a line that spans the 1 MiB block boundary") {
         while (tail.size() < want) tail += tail.size() % 64 == 63 || tail.size() + 1 == want ? '\n' : '-';
         const std::string t2 = head + line + tail;
         REQUIRE(t2.size() - block == head.size() + cut);
-        put(path, t2);
+        spit(path, t2);
         const LogScan s2 = scan_log(path);
         REQUIRE(s2.last);
         CHECK(s2.last->iteration == 4242);
@@ -272,7 +268,7 @@ TEST_CASE("watch: scan_log reads the whole file, or stops after max_scan_bytes")
     const auto path = (dir / "log.txt").string();
     std::string filler;
     while (filler.size() < 3 << 20) filler += "no progress here, just chatter\n";
-    put(path, " iteration 3/ 9 | a |\n" + filler);
+    spit(path, " iteration 3/ 9 | a |\n" + filler);
     const LogScan all = scan_log(path);
     REQUIRE(all.last);
     CHECK(all.last->iteration == 3);
@@ -287,13 +283,13 @@ TEST_CASE("watch: scan_log reads the whole file, or stops after max_scan_bytes")
 TEST_CASE("watch: scan_log without an iteration line, empty, missing, or a directory") {
     const auto dir = mds::test::scratch_dir("watch-scan-none");
     const auto path = (dir / "log.txt").string();
-    put(path, "loading data\nbuilding model\n");
+    spit(path, "loading data\nbuilding model\n");
     LogScan s = scan_log(path);
     CHECK(s.error.empty());
     CHECK_FALSE(s.last);
     CHECK(s.size == 28);
 
-    put(path, "");
+    spit(path, "");
     s = scan_log(path);
     CHECK(s.error.empty());
     CHECK_FALSE(s.last);
@@ -935,7 +931,7 @@ TEST_CASE("watch: a missing state file is an empty state; a corrupt one an error
                                    std::string("{\"format\": \"mds-slurm-status-state/1\", \"alerts\": {\"k\": 5}}"),
                                    std::string("{\"format\": \"mds-slurm-status-state/1\", \"unreachable_runs\": \"x\"}")}) {
         CAPTURE(text);
-        put(path, text);
+        spit(path, text);
         try {
             load_state(path);
             FAIL("no exception");

@@ -26,7 +26,7 @@ using mds::tok::Tokenizer;
 // Random text with what moves piece boundaries: words, single and repeated spaces, newlines, tabs,
 // digits, punctuation (BLOOM's excluded characters among them), apostrophes before contraction
 // letters, non-ASCII letters and symbols, and the added tokens' texts.
-std::string random_text(std::mt19937& rng, std::size_t size) {
+std::string long_random_text(std::mt19937& rng, std::size_t size) {
     static const std::vector<std::string> atoms = {
         "the", "quick", "Brown", "fox", "x", "a", "b", " ", " ", " ", "  ", "   ", "\n", "\n\n", "\t", " \n",
         "42", "3.14", ".", ",", "!", "?", "(", ")", "|", "...", "'s", "'re", "'ll", "'", "don't",
@@ -55,7 +55,7 @@ Tokenizer trained_tokenizer(const std::filesystem::path& dir, const std::string&
                             const std::vector<std::string>& added) {
     std::mt19937 rng(5);
     mds::tok::PieceCounter counts;
-    for (int i = 0; i < 50; ++i) counts.add_text(random_text(rng, 2000));
+    for (int i = 0; i < 50; ++i) counts.add_text(long_random_text(rng, 2000));
     mds::tok::BpeTrainerConfig cfg;
     cfg.vocab_size = 600;
     const auto model = mds::tok::train_bpe(counts, cfg);
@@ -120,7 +120,7 @@ TEST_CASE("long text: chunked encoding gives the ids of one pass") {
     for (const auto& v : variants) {
         const Tokenizer t = trained_tokenizer(dir, v.name, v.bloom, v.prefix_space, v.added);
         for (int round = 0; round < 20; ++round) {
-            const std::string text = random_text(rng, 1000 + rng() % 4000);
+            const std::string text = long_random_text(rng, 1000 + rng() % 4000);
             const auto whole = encode_whole(t, text);
             for (std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{1000}}) {
                 INFO(v.name << ", round " << round << ", chunk " << chunk);
@@ -132,7 +132,7 @@ TEST_CASE("long text: chunked encoding gives the ids of one pass") {
         const Tokenizer gpt2 = Tokenizer::from_gpt2_files(mds::test::gpt2_dir() + "/encoder.json",
                                                           mds::test::gpt2_dir() + "/vocab.bpe");
         for (int round = 0; round < 10; ++round) {
-            const std::string text = random_text(rng, 3000);
+            const std::string text = long_random_text(rng, 3000);
             CHECK(encode_chunked(gpt2, text, 5) == encode_whole(gpt2, text));
         }
     }
@@ -142,7 +142,7 @@ TEST_CASE("long text: chunked encoding gives the ids of one pass") {
 TEST_CASE("long text: every cut starts a piece of the whole text's pre-tokenization") {
     std::mt19937 rng(23);
     for (PreTokenizer kind : {PreTokenizer::Gpt2, PreTokenizer::Bloom}) {
-        const std::string text = random_text(rng, 20000);
+        const std::string text = long_random_text(rng, 20000);
         std::vector<std::string_view> pieces;
         mds::tok::pretokenize(kind, text, pieces);
         std::map<std::size_t, bool> starts;
@@ -160,7 +160,7 @@ TEST_CASE("long text: every cut starts a piece of the whole text's pre-tokenizat
 
 TEST_CASE("long text: PieceCounter counts a text over 1 MiB as its pieces one by one") {
     std::mt19937 rng(29);
-    const std::string text = random_text(rng, (std::size_t{5} << 20) / 2);
+    const std::string text = long_random_text(rng, (std::size_t{5} << 20) / 2);
     mds::tok::PieceCounter chunked, one_by_one;
     chunked.add_text(text);
     std::vector<std::string_view> pieces;

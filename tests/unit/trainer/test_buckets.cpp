@@ -4,12 +4,11 @@
 #include <ATen/ATen.h>
 
 #include "mds/trainer/comm.h"
+#include "tensor_support.h"
+
+using mds::trainer_test::floats;
 
 using namespace mds::trainer;
-
-namespace {
-at::Tensor floats(std::int64_t n) { return at::arange(n, at::TensorOptions().dtype(at::kFloat)); }
-}  // namespace
 
 TEST_CASE("gradient buckets: consecutive tensors of one dtype up to the byte cap, an oversized tensor alone") {
     // 4-byte floats: 10 + 10 elements fit 100 bytes, the third does not; 40 elements (160 bytes) is a bucket of its own.

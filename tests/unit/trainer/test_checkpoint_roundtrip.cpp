@@ -20,7 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
 mds::flags::TrainArgs tiny_args(const fs::path& root) {
     mds::flags::TrainArgs a;
     a.model.num_layers = 2;

@@ -27,7 +27,6 @@ namespace {
 
 const fs::path kGolden = fs::path(__FILE__).parent_path() / "megatron_args_golden.txt";
 
-
 mds::flags::TrainArgs parse(std::vector<std::string> argv, std::int64_t world_size) {
     mds::flags::TrainArgs args;
     CLI::App app("mds-train");

@@ -7,12 +7,13 @@
 #include "mds/trainer/comm.h"
 #include "mds/trainer/finalize_grads.h"
 #include "mds/trainer/grad_reducer.h"
+#include "tensor_support.h"
+
+using mds::trainer_test::floats;
 
 using namespace mds::trainer;
 
 namespace {
-
-at::Tensor floats(std::int64_t n) { return at::arange(n, at::TensorOptions().dtype(at::kFloat)); }
 
 mds::model::GptConfig tiny() {
     mds::model::GptConfig c;

@@ -18,6 +18,9 @@
 #include "mds/util/files.h"
 #include "test_support.h"
 
+using mds::test::slurp;
+using mds::test::spit;
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -27,16 +30,6 @@ std::vector<std::string> dir_entries(const fs::path& dir) {
     for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     return names;
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-void put(const fs::path& p, const std::string& s) {
-    std::ofstream f(p, std::ios::binary);
-    f << s;
 }
 
 bool error_names(const std::function<void()>& fn, const std::string& needle) {
@@ -119,7 +112,7 @@ TEST_CASE("files: AtomicOutput destroyed uncommitted removes its temporary") {
 TEST_CASE("files: AtomicOutput replaces an existing file atomically") {
     auto dir = mds::test::scratch_dir("files-replace");
     const fs::path final_path = dir / "data.bin";
-    put(final_path, "old content");
+    spit(final_path, "old content");
     mds::MappedFile old_map(final_path.string());  // a reader of the old file
     {
         mds::AtomicOutput out(final_path.string());
@@ -183,7 +176,7 @@ TEST_CASE("files: AtomicOutput errors name the paths and leave nothing behind") 
         out.write("head:");
         const std::string missing = (dir / "missing.bin").string();
         CHECK(error_names([&] { out.append_file(missing); }, missing));
-        put(dir / "part", std::string(100000, 'p'));
+        spit(dir / "part", std::string(100000, 'p'));
         out.append_file((dir / "part").string());
         out.write(":tail");
         CHECK(out.bytes_written() == 5 + 100000 + 5);
@@ -207,7 +200,7 @@ TEST_CASE("files: MappedFile, read_file, write_file_atomic, file_size") {
     CHECK(error_names([&] { mds::MappedFile f((dir / "fifo.idx").string()); }, (dir / "fifo.idx").string()));
     fs::remove(dir / "fifo.idx");
 
-    put(dir / "empty", "");
+    spit(dir / "empty", "");
     {
         mds::MappedFile f((dir / "empty").string());
         CHECK(f.size() == 0);

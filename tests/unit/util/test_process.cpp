@@ -19,15 +19,12 @@
 #include "mds/util/process.h"
 #include "test_support.h"
 
+using mds::test::slurp;
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-}
 
 // Whether `pid` names a live (not zombie) process.
 bool alive(pid_t pid) {

@@ -461,7 +461,9 @@ def main():
                                                  "left (less 10 s for the table); none starts with under 20 s left")
     ap.add_argument("--peak-tflops", type=float, help="the device's peak for MFU, instead of looking it up")
     ap.add_argument("--mds-args", default="", help="more mds-train flags (shell syntax), after the harness's own, which "
-                                                   "they override: a variant such as '--attention-backend fused'")
+                                                   "they override: a variant such as '--attention-backend fused' (one flag alone: "
+                                                   "--mds-args=--cross-entropy-loss-fusion, as argparse takes a lone "
+                                                   "'--word' for an option)")
     ap.add_argument("--work", help="folder for the input files [default: a temporary folder]")
     ap.add_argument("--out", help="folder for table.md, results.json and the logs [default: WORK/out]")
     a = ap.parse_args()

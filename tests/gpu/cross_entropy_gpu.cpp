@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_support.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cross_entropy_ref.h"
 
@@ -22,22 +23,8 @@ namespace {
 
 using mds::kernels::CrossEntropyShape;
 using mds::kernels::Dtype;
-
-bool cuda_ok(cudaError_t e, const char* what) {
-    if (e == cudaSuccess) return true;
-    std::fprintf(stderr, "FAIL: %s: %s\n", what, cudaGetErrorString(e));
-    return false;
-}
-
-struct DeviceBuffer {
-    void* p = nullptr;
-    explicit DeviceBuffer(std::size_t bytes) {
-        if (!cuda_ok(cudaMalloc(&p, bytes), "cudaMalloc")) std::exit(1);
-    }
-    ~DeviceBuffer() { cudaFree(p); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
+using mds::gpu_test::cuda_ok;
+using mds::gpu_test::DeviceBuffer;
 
 struct Case {
     std::string name;
@@ -172,14 +159,7 @@ double run_case(const Case& c, std::mt19937_64& rng) {
 }  // namespace
 
 int main() {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-        std::printf("SKIP: no CUDA device\n");
-        return 77;
-    }
-    cudaDeviceProp prop{};
-    cudaGetDeviceProperties(&prop, 0);
-    std::printf("cross_entropy_gpu: %s\n", prop.name);
+    if (!mds::gpu_test::have_device("cross_entropy_gpu")) return 77;
     const std::vector<Case> cases = {
         {"gpt2 vocab, 16-byte path, bf16", {64, 50304, 50304}, Dtype::BF16, 2.0f, true, true},
         {"gpt2 vocab, 16-byte path, fp32", {64, 50304, 50304}, Dtype::F32, 2.0f, true, true},

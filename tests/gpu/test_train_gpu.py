@@ -2,7 +2,8 @@
 """mds-train on the GPU (label gpu; exits 77 where LibTorch sees no CUDA device): a tiny GPT trained for 8
 iterations in fp32 without dropout gives the same per-iteration lm loss on --device cuda as on --device cpu
 (to 1e-4 relative: different GEMM and attention kernels, same math), --cross-entropy-loss-fusion's kernels the
-same losses as ATen's cross entropy (fp32: to 1e-5; bf16: the first loss to 1e-4), bf16 / fp16 with ALiBi and
+same losses as ATen's cross entropy (fp32: to 1e-5; bf16: the first loss to 1e-4), --adam-step-fusion's kernels
+the unfused bf16 losses (to 1e-2 relative after the first step), bf16 / fp16 with ALiBi and
 activation recomputation train on the GPU with the loss falling; a GPU checkpoint (saved at --exit-interval)
 holds the CUDA generator state and resumes on the GPU, and on the CPU with --no-load-rng."""
 import os
@@ -36,6 +37,12 @@ def train(data, device, extra=()):
     return [float(x) for x in re.findall(r"\| lm loss: (\S+) \|", r.stdout)]
 
 
+def stays_close(losses, ref, first, rest):
+    """8 losses, the first within `first` of `ref`'s first and every one within `rest` of `ref`'s (relative)."""
+    return (len(losses) == 8 and abs(losses[0] - ref[0]) <= first * abs(ref[0])
+            and all(abs(a - b) <= rest * abs(b) for a, b in zip(losses, ref)))
+
+
 def _has_enums():
     try:
         import bmd_checkpoint  # noqa: F401  (stand-in megatron.enums for torch.load)
@@ -66,9 +73,15 @@ def main():
         bf16 = train(data, "cuda", ["--bf16"])
         bf16_fused = train(data, "cuda", ["--bf16", "--cross-entropy-loss-fusion"])
         print(f"bf16 cuda {bf16}\nbf16 cuda fused {bf16_fused}")
-        if (len(bf16_fused) != 8 or abs(bf16_fused[0] - bf16[0]) > 1e-4 * abs(bf16[0])
-                or any(abs(f - u) > 2e-2 * abs(u) for f, u in zip(bf16_fused, bf16))):
+        if not stays_close(bf16_fused, bf16, 1e-4, 2e-2):
             print("FAIL: --cross-entropy-loss-fusion in bf16 on cuda strays from the unfused losses")
+            return 1
+        # --adam-step-fusion (kernels/adam.cu): the first loss is before any step, so equal; the rest close (the
+        # same update to fp32 rounding, bf16 weights rounded from nearly equal masters).
+        adam_fused = train(data, "cuda", ["--bf16", "--adam-step-fusion"])
+        print(f"bf16 cuda adam-step-fusion {adam_fused}")
+        if not stays_close(adam_fused, bf16, 1e-6, 1e-2):
+            print("FAIL: --adam-step-fusion in bf16 on cuda strays from the unfused losses")
             return 1
         for flags in (["--bf16", "--position-embedding-type", "alibi", "--embed-layernorm", "--checkpoint-activations"],
                       ["--fp16", "--initial-loss-scale", "4096"]):

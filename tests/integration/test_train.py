@@ -3,7 +3,8 @@
   - Megatron's iteration lines, field for field, every --log-interval; validation blocks at --eval-interval and
     at the end; the loss falls well below its start;
   - TensorBoard events read back by TensorBoard's own EventAccumulator carry the tags tr1-13B logged;
-  - fp16 (with the loss scale in the line) and bf16 train too; --cross-entropy-loss-fusion gives ATen's losses;
+  - fp16 (with the loss scale in the line) and bf16 train too; --cross-entropy-loss-fusion gives ATen's losses,
+    --adam-step-fusion the unfused step's;
   - --exit-interval, a --kill-switch-path file and SIGUSR1 stop cleanly (exit 0) between iterations;
   - usage errors (an unsupported flag, --save without --save-interval, --finetune without --load, a missing dataset) exit non-zero with
     a message naming the problem;
@@ -272,9 +273,11 @@ def profile_and_attention(tmp, data):
           f"{kernel.group(1) if kernel else None}")
 
 
-def cross_entropy_fusion(tmp, data):
+def fusions(tmp, data):
     """--cross-entropy-loss-fusion on the CPU (kernels/cross_entropy_ref.cpp in an autograd function): fp32, the same
-    losses as ATen's cross entropy; bf16, the same first loss and a run that stays close; --fp16 refused."""
+    losses as ATen's cross entropy; bf16, the same first loss and a run that stays close; --fp16 refused.
+    --adam-step-fusion on the CPU (kernels/adam_ref.cpp): bf16, the same first loss (before any step) and a run that
+    stays close; an fp32 model refused before the first iteration."""
     no_dropout = ["--attention-dropout", "0", "--hidden-dropout", "0", "--log-interval", "1"]
 
     def losses(extra):
@@ -291,7 +294,14 @@ def cross_entropy_fusion(tmp, data):
     e = run(data + model_flags(6, ["--fp16", "--cross-entropy-loss-fusion"]))
     check(e.returncode != 0 and "--cross-entropy-loss-fusion takes fp32 or bf16 logits, not --fp16" in e.stderr
           and " iteration " not in e.stdout, f"--fp16 --cross-entropy-loss-fusion: exit {e.returncode}, {e.stderr[-300:]}")
-    print(f"cross entropy fusion: fp32 {base[-1:]} = {fused[-1:]}, bf16 {bf[-1:]} ~ {bf_fused[-1:]}")
+    bf_adam = losses(["--bf16", "--adam-step-fusion"])
+    check(len(bf_adam) == 6 and abs(bf[0] - bf_adam[0]) <= 1e-6 * bf[0]
+          and all(abs(a - b) <= 1e-2 * abs(a) for a, b in zip(bf, bf_adam)), f"bf16 losses: unfused {bf}, fused step {bf_adam}")
+    e = run(data + model_flags(6, ["--adam-step-fusion"]))
+    check(e.returncode != 0 and "--adam-step-fusion: a bf16 model only, not Float (needs --bf16)" in e.stderr
+          and " iteration " not in e.stdout, f"fp32 --adam-step-fusion: exit {e.returncode}, {e.stderr[-300:]}")
+    print(f"fusions: cross entropy fp32 {base[-1:]} = {fused[-1:]}, bf16 {bf[-1:]} ~ {bf_fused[-1:]}; "
+          f"adam step bf16 {bf[-1:]} ~ {bf_adam[-1:]}")
 
 
 def dry_run(tmp, data):
@@ -417,7 +427,7 @@ def main():
         dry_run(tmp, data)
         mfu(tmp, data)
         profile_and_attention(tmp, data)
-        cross_entropy_fusion(tmp, data)
+        fusions(tmp, data)
         errors(tmp, data)
         startup_checks(tmp, data)
     if failures:

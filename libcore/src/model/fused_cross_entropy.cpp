@@ -15,6 +15,7 @@
 
 #include "kernels/cross_entropy.h"
 #include "kernels/cross_entropy_ref.h"
+#include "mds/model/cuda_kernels.h"
 #include "mds/util/error.h"
 
 namespace mds::model {
@@ -43,7 +44,7 @@ void run(const char* what, const at::Tensor& logits, Cuda&& cuda, Cpu&& cpu) {
             cuda(static_cast<void*>(c10::cuda::getCurrentCUDAStream(logits.device().index()).stream()));
 #else
             (void)cuda;
-            throw Error("this mds-train was built without CUDA kernels (kernels/: no nvcc at configure time)");
+            throw Error(kBuiltWithoutCudaKernels);
 #endif
         } else {
             at::parallel_for(0, logits.size(0), 1, [&](std::int64_t begin, std::int64_t end) { cpu(begin, end); });
@@ -109,7 +110,7 @@ std::string fused_cross_entropy_unsupported(const c10::Device& device, c10::Scal
         return std::string("fp32 or bf16 logits only, not ") + c10::toString(dtype);
     }
 #ifndef MDS_HAVE_CUDA_KERNELS
-    if (device.is_cuda()) return "this mds-train was built without CUDA kernels (kernels/: no nvcc at configure time)";
+    if (device.is_cuda()) return kBuiltWithoutCudaKernels;
 #endif
     if (!device.is_cuda() && !device.is_cpu()) return "CPU or CUDA devices only, not " + device.str();
     return {};

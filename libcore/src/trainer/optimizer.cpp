@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fused_adam.h"
 #include "mds/optim/grad_clip.h"
 #include "mds/trainer/comm.h"
 #include "mds/util/error.h"
@@ -64,7 +65,18 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
     : params_(params), config_(config), offload_(host_offload) {
     if (config_.optimizer != "adam") throw UsageError("--optimizer " + config_.optimizer + ": mds-train implements adam only");
     c10::NoGradGuard no_grad;
-    if (zero1 && zero1->members(Group::Data).size() > 1) {
+    const bool partition = zero1 && zero1->members(Group::Data).size() > 1;
+    if (config_.adam_step_fusion) {
+        if (partition)
+            throw UsageError("--adam-step-fusion: not with ZeRO stage 1 over " + std::to_string(zero1->members(Group::Data).size()) +
+                             " data-parallel ranks (the fused step is the unpartitioned one; --zero-stage 0, or drop the flag)");
+        if (offload_) throw UsageError("--adam-step-fusion: not with the optimizer offloaded to the host (--cpu-optimizer)");
+        if (!params_.empty()) {
+            if (const auto why = fused_adam_unsupported(params_[0].tensor); !why.empty())
+                throw UsageError("--adam-step-fusion: " + why + (params_[0].tensor.scalar_type() == at::kBFloat16 ? "" : " (needs --bf16)"));
+        }
+    }
+    if (partition) {
         auto z = std::make_unique<Zero1>();
         z->comm = zero1;
         const auto members = zero1->members(Group::Data);
@@ -103,8 +115,17 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
         master_.push_back(offload_ ? host_copy(p) : separate_master_ ? p.detach().to(at::kFloat).clone() : p.detach());
         exp_avg_.push_back(at::zeros_like(master_.back()));
         exp_avg_sq_.push_back(at::zeros_like(master_.back()));
-        if (separate_master_ || offload_) master_grad_.push_back(at::zeros_like(master_.back()));
+        if ((separate_master_ && !config_.adam_step_fusion) || offload_) master_grad_.push_back(at::zeros_like(master_.back()));
         (params_[i].weight_decay ? decay_ : no_decay_).push_back(i);
+    }
+    if (config_.adam_step_fusion && !params_.empty()) {
+        std::vector<at::Tensor> model;
+        std::vector<bool> decay;
+        for (const auto& p : params_) {
+            model.push_back(p.tensor);
+            decay.push_back(p.weight_decay);
+        }
+        fused_ = std::make_unique<FusedAdam>(std::move(model), master_, exp_avg_, exp_avg_sq_, decay);
     }
     const auto step_opts = at::TensorOptions().dtype(at::kFloat).device(
         params_.empty() || offload_ ? c10::Device(at::kCPU) : params_[0].tensor.device());
@@ -121,6 +142,7 @@ void AdamOptimizer::zero_grad() {
 
 StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros) {
     if (zero_) return step_partitioned(lr, weight_decay, loss_scale, check_finite, count_zeros);
+    if (fused_) return step_fused(lr, weight_decay, loss_scale, check_finite, count_zeros);
     c10::NoGradGuard no_grad;
     StepResult r;
     // Main gradients in fp32, unscaled. A parameter that got no gradient contributes zeros. In fp32
@@ -170,13 +192,46 @@ std::optional<double> AdamOptimizer::measure(const std::vector<at::Tensor>& norm
     std::vector<at::Tensor> norms;
     norms.reserve(norm_of.size());
     for (const auto& g : norm_of) norms.push_back(at::linalg_vector_norm(g, 2, std::nullopt, false, at::kDouble));
-    r.grad_norm = optim::total_norm_from_squared(model_parallel_total(at::stack(norms).pow(2)));
+    return measure_squares(at::stack(norms).pow(2), zeros_of, check_finite, count_zeros, r);
+}
+
+std::optional<double> AdamOptimizer::measure_squares(const at::Tensor& squares, const std::vector<at::Tensor>& zeros_of,
+                                                     bool check_finite, bool count_zeros, StepResult& r) const {
+    r.grad_norm = optim::total_norm_from_squared(model_parallel_total(squares));
     if (count_zeros) r.num_zeros = count_zeros_of(zeros_of);
     if (check_finite && !std::isfinite(r.grad_norm)) {
         r.skipped = true;
         return std::nullopt;
     }
     return optim::clip_factor(r.grad_norm, config_.clip_grad);
+}
+
+StepResult AdamOptimizer::step_fused(double lr, double weight_decay, double loss_scale, bool check_finite,
+                                     bool count_zeros) {
+    c10::NoGradGuard no_grad;
+    StepResult r;
+    // The unscaling as the unfused step's fp32 multiply (by 1/loss scale in fp32), then clipping by the norm of
+    // the unscaled gradients, every element in one pass.
+    const auto grad_scale = static_cast<float>(1.0 / loss_scale);
+    const auto squares = fused_->grad_sumsq(grad_scale);  // gives every parameter a gradient
+    std::vector<at::Tensor> grads;
+    if (count_zeros)
+        for (const auto& p : params_) grads.push_back(p.tensor.grad());
+    const auto coeff = measure_squares(squares, grads, check_finite, count_zeros, r);
+    if (!coeff) return r;
+    ++steps_;
+    kernels::AdamHyper h;
+    h.grad_scale = grad_scale;
+    h.clip = *coeff < 1.0 ? static_cast<float>(*coeff) : 1.0f;
+    h.lr = lr;
+    h.beta1 = config_.adam_beta1;
+    h.beta2 = config_.adam_beta2;
+    h.eps = config_.adam_eps;
+    h.weight_decay[0] = weight_decay;
+    h.weight_decay[1] = 0.0;
+    h.step = steps_;
+    fused_->step(h);
+    return r;
 }
 
 StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, double loss_scale, bool check_finite,

@@ -48,6 +48,10 @@ struct OptimizerConfig {
     double adam_eps = 1e-8;
     // SGD momentum. Default 0.9. --sgd-momentum.
     double sgd_momentum = 0.9;
+    // The step of a bf16 model in one pass per element (kernels/adam.h: the model's bf16 gradients into the
+    // fp32 masters and moments, the masters back into the model) instead of fp32 gradient copies, torch's
+    // fused AdamW and copies back. Default false. --adam-step-fusion (mds only).
+    bool adam_step_fusion = false;
 
     // --- learning-rate schedule (lr_schedule.h) ---
     // Decay after warmup: "constant", "linear", "cosine" or "inverse-square-root" (megatron-core;

@@ -22,6 +22,10 @@
 // computation as on the device, so curves agree with those without offload. With ZeRO-1 each rank
 // offloads only its partition. On a CPU-only machine "device" and host are both the CPU: the host
 // tensors are still separate copies, so that path is what runs and is tested there.
+//
+// --adam-step-fusion (a bf16 model, unpartitioned, not offloaded): trainer/fused_adam.h's two passes over the
+// model's bf16 gradients — their per-parameter sums of squares for the norm, then the update that writes the
+// masters, the moments and the model's weights — instead of fp32 main gradients and torch's fused AdamW.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -39,6 +43,7 @@
 namespace mds::trainer {
 
 class Communicator;
+class FusedAdam;
 
 // BMD's optimizer parameter groups (specs/checkpoints.md §5.1) laid out as DeepSpeed lays them
 // (ckpt/ds_optimizer_layout.h): weight-decay parameters in module order split into two halves, then
@@ -115,11 +120,16 @@ public:
 private:
     struct Zero1;
     StepResult step_partitioned(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros);
+    // --adam-step-fusion (fused_adam.h): the norm and the update from the model's bf16 gradients.
+    StepResult step_fused(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros);
     // The gradient norm and zero count into `r` from the fp32 unscaled main gradients `norm_of`
     // (and `zeros_of`, the same values in any dtype), in parameter order. Returns the factor the
     // gradients are clipped by (1: none), or nothing when the step is skipped (non-finite, fp16).
     std::optional<double> measure(const std::vector<at::Tensor>& norm_of, const std::vector<at::Tensor>& zeros_of,
                                   bool check_finite, bool count_zeros, StepResult& r) const;
+    // The same from the per-parameter sums of squares of those gradients ([n] fp64).
+    std::optional<double> measure_squares(const at::Tensor& squares, const std::vector<at::Tensor>& zeros_of,
+                                          bool check_finite, bool count_zeros, StepResult& r) const;
     // Σ of per-parameter values ([n] fp64) over the model-parallel ranks (set_model_parallel_sums).
     double model_parallel_total(const at::Tensor& per_param) const;
     // The same from this rank's sums over split and over replicated parameters.
@@ -128,6 +138,7 @@ private:
 
     std::vector<model::Parameter>& params_;
     std::unique_ptr<Zero1> zero_;
+    std::unique_ptr<FusedAdam> fused_;  // --adam-step-fusion
     std::function<double(double)> tp_sum_, pp_sum_;
     at::Tensor sharded_mask_;  // [n] fp64: 1 for tensor-parallel split parameters
     at::Tensor counted_mask_;  // [n] fp64: 0 for the tied copy of the embeddings, else 1
@@ -135,7 +146,7 @@ private:
     bool separate_master_ = false;
     bool offload_ = false;  // states, gradients' fp32 copies and the step on the host
     std::vector<at::Tensor> master_, exp_avg_, exp_avg_sq_;
-    std::vector<at::Tensor> master_grad_;  // fp32 copies (fp16/bf16, offload), or the parameters' .grad (fp32)
+    std::vector<at::Tensor> master_grad_;  // fp32 copies (fp16/bf16 unfused, offload), or the parameters' .grad (fp32)
     std::vector<std::size_t> decay_, no_decay_;  // indices of the two parameter groups
     std::vector<at::Tensor> step_decay_, step_no_decay_;  // the fused kernel's step counters
     std::int64_t steps_ = 0;

@@ -1,0 +1,206 @@
+// GPU test of kernels/adam.cu against its CPU reference (kernels/adam_ref.cpp): per-tensor sums of squares of the
+// gradients and three AdamW steps (clipping and unscaling, both weight-decay groups, step 1000's bias corrections)
+// over tensors that take the vectorized path, the one-value path (a view one element off alignment), one element,
+// chunk boundaries and a 16M-element matrix. Prints one line per check with the largest error relative to its
+// tolerance; exit 0 when every check is within it, 1 when one is not, 77 (skipped) without a CUDA device. Run by
+// tests/gpu/test_kernels_gpu.py (and the GPU pack's run.sh).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_support.h"
+#include "kernels/adam.h"
+#include "kernels/adam_ref.h"
+#include "kernels/cross_entropy_ref.h"
+
+namespace {
+
+using namespace mds::kernels;
+using mds::gpu_test::cuda_ok;
+using mds::gpu_test::DeviceBuffer;
+
+// All tensors' arrays in one host buffer per kind; tensor t starts at offset[t] (offset 1 for the unaligned one).
+struct Model {
+    std::vector<std::int64_t> numel, offset;
+    std::vector<std::uint16_t> param, grad;
+    std::vector<float> master, m1, m2;
+};
+
+Model make_model(const std::vector<std::int64_t>& sizes, std::int64_t unaligned, std::mt19937_64& rng) {
+    Model m;
+    std::int64_t at = 0;
+    for (std::size_t t = 0; t < sizes.size(); ++t) {
+        if (static_cast<std::int64_t>(t) == unaligned) at += 1;  // one element off 16-byte alignment
+        m.numel.push_back(sizes[t]);
+        m.offset.push_back(at);
+        at += (sizes[t] + 7) / 8 * 8;
+    }
+    const auto n = static_cast<std::size_t>(at);
+    m.param.resize(n);
+    m.grad.resize(n);
+    m.master.resize(n);
+    m.m1.assign(n, 0.0f);
+    m.m2.assign(n, 0.0f);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (std::size_t i = 0; i < n; ++i) {
+        m.master[i] = 0.02f * normal(rng);
+        m.param[i] = float_to_bf16(m.master[i]);
+    }
+    return m;
+}
+
+void new_grads(Model& m, float scale, std::mt19937_64& rng) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (auto& g : m.grad) g = float_to_bf16(scale * normal(rng));
+}
+
+std::vector<AdamTensor> tensors_of(std::uint16_t* param, const std::uint16_t* grad, float* master, float* m1, float* m2,
+                                   const Model& m) {
+    std::vector<AdamTensor> out;
+    for (std::size_t t = 0; t < m.numel.size(); ++t) {
+        const auto o = static_cast<std::size_t>(m.offset[t]);
+        out.push_back({param + o, grad + o, master + o, m1 + o, m2 + o, m.numel[t], static_cast<std::int32_t>(t % 2)});
+    }
+    return out;
+}
+
+// The worst |got - want| / tolerance over a float array, tolerance `ulps` fp32 ulps of |want| plus `floor`.
+double worst_float(const std::vector<float>& got, const std::vector<float>& want, double ulps, double floor,
+                   const char* what) {
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        if (got[i] == want[i]) continue;
+        const double tol = ulps * std::ldexp(std::fabs(static_cast<double>(want[i])), -23) + floor;
+        const double ratio = std::isfinite(got[i]) ? std::fabs(static_cast<double>(got[i]) - want[i]) / tol : INFINITY;
+        if (ratio > 1 && worst <= 1)
+            std::fprintf(stderr, "  %s[%zu]: got %.9g, want %.9g (tolerance %.3g)\n", what, i, got[i], want[i], tol);
+        worst = std::max(worst, ratio);
+    }
+    return worst;
+}
+
+int report(const std::string& name, double worst) {
+    const bool pass = worst <= 1.0;
+    std::printf("%s %s: worst error / tolerance %.3g\n", pass ? "ok  " : "FAIL", name.c_str(), worst);
+    return pass ? 0 : 1;
+}
+
+int run(std::mt19937_64& rng) {
+    const std::vector<std::int64_t> sizes = {1, 7, kAdamChunk, kAdamChunk + 1, 300001, 4096 * 4096, 1000, 2304 * 768};
+    Model host = make_model(sizes, /*unaligned=*/6, rng);
+    const std::size_t n = host.master.size();
+    DeviceBuffer d_param(n * 2), d_grad(n * 2), d_master(n * 4), d_m1(n * 4), d_m2(n * 4);
+    auto* dp = static_cast<std::uint16_t*>(d_param.p);
+    auto* dg = static_cast<std::uint16_t*>(d_grad.p);
+    auto *dm = static_cast<float*>(d_master.p), *d1 = static_cast<float*>(d_m1.p), *d2 = static_cast<float*>(d_m2.p);
+    bool ok = cuda_ok(cudaMemcpy(dp, host.param.data(), n * 2, cudaMemcpyHostToDevice), "copy params") &&
+              cuda_ok(cudaMemcpy(dm, host.master.data(), n * 4, cudaMemcpyHostToDevice), "copy masters") &&
+              cuda_ok(cudaMemcpy(d1, host.m1.data(), n * 4, cudaMemcpyHostToDevice), "copy exp_avg") &&
+              cuda_ok(cudaMemcpy(d2, host.m2.data(), n * 4, cudaMemcpyHostToDevice), "copy exp_avg_sq");
+    if (!ok) return 1;
+
+    const auto host_tensors = tensors_of(host.param.data(), host.grad.data(), host.master.data(), host.m1.data(),
+                                         host.m2.data(), host);
+    const auto dev_tensors = tensors_of(dp, dg, dm, d1, d2, host);
+    std::vector<std::int64_t> first;
+    const auto chunks = adam_chunks(host.numel, first);
+    DeviceBuffer d_tensors(dev_tensors.size() * sizeof(AdamTensor)), d_chunks(chunks.size() * sizeof(AdamChunk)),
+        d_first(first.size() * 8), d_chunk_sums(chunks.size() * 8), d_sumsq(sizes.size() * 8);
+    ok = cuda_ok(cudaMemcpy(d_tensors.p, dev_tensors.data(), dev_tensors.size() * sizeof(AdamTensor), cudaMemcpyHostToDevice),
+                 "copy tensors") &&
+         cuda_ok(cudaMemcpy(d_chunks.p, chunks.data(), chunks.size() * sizeof(AdamChunk), cudaMemcpyHostToDevice), "copy chunks") &&
+         cuda_ok(cudaMemcpy(d_first.p, first.data(), first.size() * 8, cudaMemcpyHostToDevice), "copy first");
+    if (!ok) return 1;
+
+    struct Step {
+        std::int64_t number;
+        float grad_scale, clip, grad_std;
+    };
+    // Step 2's gradients carry a loss scale of 1024 that grad_scale removes; step 1000's bias corrections are ~1.
+    const std::vector<Step> steps = {{1, 1.0f, 0.5f, 0.01f}, {2, 1.0f / 1024, 1.0f, 10.0f}, {1000, 1.0f, 0.25f, 0.003f}};
+    int failed = 0;
+    for (const auto& st : steps) {
+        new_grads(host, st.grad_std, rng);
+        if (!cuda_ok(cudaMemcpy(dg, host.grad.data(), n * 2, cudaMemcpyHostToDevice), "copy grads")) return 1;
+        const std::string at = "step " + std::to_string(st.number);
+
+        adam_grad_sumsq_cuda(static_cast<const AdamTensor*>(d_tensors.p), static_cast<std::int64_t>(sizes.size()),
+                             static_cast<const AdamChunk*>(d_chunks.p), static_cast<std::int64_t>(chunks.size()),
+                             static_cast<const std::int64_t*>(d_first.p), st.grad_scale, static_cast<double*>(d_chunk_sums.p),
+                             static_cast<double*>(d_sumsq.p), nullptr);
+        std::vector<double> sumsq(sizes.size());
+        if (!cuda_ok(cudaMemcpy(sumsq.data(), d_sumsq.p, sumsq.size() * 8, cudaMemcpyDeviceToHost), "sum of squares"))
+            return 1;
+        double worst = 0;
+        for (std::size_t t = 0; t < sizes.size(); ++t) {
+            const double want = adam_grad_sumsq_ref(host_tensors[t], st.grad_scale, 0, sizes[t]);
+            const double ratio = std::fabs(sumsq[t] - want) / (1e-12 * want + 1e-300);
+            if (ratio > 1) std::fprintf(stderr, "  tensor %zu: sum of squares %.17g, want %.17g\n", t, sumsq[t], want);
+            worst = std::max(worst, ratio);
+        }
+        failed += report(at + ", gradients' sums of squares (1e-12 relative)", worst);
+
+        AdamHyper h;
+        h.grad_scale = st.grad_scale;
+        h.clip = st.clip;
+        h.lr = 6e-4;
+        h.beta1 = 0.9;
+        h.beta2 = 0.95;
+        h.eps = 1e-8;
+        h.weight_decay[0] = 0.1;
+        h.step = st.number;
+        adam_step_cuda(static_cast<const AdamTensor*>(d_tensors.p), static_cast<const AdamChunk*>(d_chunks.p),
+                       static_cast<std::int64_t>(chunks.size()), h, nullptr);
+        const auto s = adam_scalars(h);
+        for (std::size_t t = 0; t < sizes.size(); ++t) adam_step_ref(host_tensors[t], s, 0, sizes[t]);
+        std::vector<std::uint16_t> param(n);
+        std::vector<float> master(n), m1(n), m2(n);
+        ok = cuda_ok(cudaDeviceSynchronize(), "adam step") &&
+             cuda_ok(cudaMemcpy(param.data(), dp, n * 2, cudaMemcpyDeviceToHost), "copy params") &&
+             cuda_ok(cudaMemcpy(master.data(), dm, n * 4, cudaMemcpyDeviceToHost), "copy masters") &&
+             cuda_ok(cudaMemcpy(m1.data(), d1, n * 4, cudaMemcpyDeviceToHost), "copy exp_avg") &&
+             cuda_ok(cudaMemcpy(m2.data(), d2, n * 4, cudaMemcpyDeviceToHost), "copy exp_avg_sq");
+        if (!ok) return 1;
+        // Device and host differ only in fused multiply-adds of the double arithmetic: a few fp32 ulps at most.
+        failed += report(at + ", masters (4 ulps)", worst_float(master, host.master, 4, 1e-30, "master"));
+        failed += report(at + ", exp_avg (4 ulps)", worst_float(m1, host.m1, 4, 1e-30, "exp_avg"));
+        failed += report(at + ", exp_avg_sq (4 ulps)", worst_float(m2, host.m2, 4, 1e-30, "exp_avg_sq"));
+        std::size_t not_rounded = 0, differ = 0, masters_differ = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            not_rounded += param[i] != float_to_bf16(master[i]) ? 1 : 0;
+            differ += param[i] != host.param[i] ? 1 : 0;
+            masters_differ += master[i] != host.master[i] ? 1 : 0;
+        }
+        // The model's weights are the masters rounded to nearest even; they differ from the reference's only
+        // where the masters do.
+        std::printf("%s %s, bf16 weights: %zu not the masters rounded, %zu of %zu differ from the reference "
+                    "(%zu masters differ)\n",
+                    not_rounded == 0 && differ <= masters_differ ? "ok  " : "FAIL", at.c_str(), not_rounded, differ, n,
+                    masters_differ);
+        failed += not_rounded == 0 && differ <= masters_differ ? 0 : 1;
+    }
+    return failed;
+}
+
+}  // namespace
+
+int main() {
+    if (!mds::gpu_test::have_device("adam_gpu")) return 77;
+    std::mt19937_64 rng(99);
+    int failed = 0;
+    try {
+        failed = run(rng);
+    } catch (const std::exception& e) {
+        std::printf("FAIL: %s\n", e.what());
+        return 1;
+    }
+    std::printf("adam_gpu: %d failed\n", failed);
+    return failed == 0 ? 0 : 1;
+}

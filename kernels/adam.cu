@@ -3,6 +3,7 @@
 // bound by memory: the step reads 2 + 3 · 4 bytes per element and writes 3 · 4 + 2.
 #include "adam.h"
 #include "adam_math.h"
+#include "cuda_common.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -16,11 +17,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-
-template <typename T, int kVec>
-struct alignas(sizeof(T) * kVec) Pack {
-    T v[kVec];
-};
 
 __device__ __forceinline__ bool aligned(const void* p, std::size_t bytes) {
     return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;

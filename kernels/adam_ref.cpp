@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cross_entropy_ref.h"  // bf16_to_float, float_to_bf16
+#include "dtype.h"
 
 namespace mds::kernels {
 

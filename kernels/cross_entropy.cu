@@ -4,6 +4,7 @@
 // backward reads them once more and writes the gradient (2 + 2 bytes) — against over 30 bytes per value for
 // ATen's fp32 copy, log-softmax, NLL and their backwards.
 #include "cross_entropy.h"
+#include "cuda_common.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -21,20 +22,6 @@ constexpr int kWarps = kThreads / 32;
 
 // ----------------------------------------------------------------------------------------------------
 // CUDA kernels
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
-
-template <typename T, int kVec>
-struct alignas(sizeof(T) * kVec) Pack {
-    T v[kVec];
-};
 
 // A running (max, Σ exp(x - max)) pair; merging two is associative, so threads, warps and the block can
 // combine theirs in any order. An empty pair is (-inf, 0); a NaN anywhere makes the sum NaN.

@@ -14,11 +14,9 @@
 
 #include <cstdint>
 
+#include "dtype.h"
+
 namespace mds::kernels {
-
-enum class Dtype { F32, BF16 };
-
-const char* dtype_name(Dtype d);
 
 struct CrossEntropyShape {
     std::int64_t rows = 0;

@@ -9,10 +9,6 @@
 
 namespace mds::kernels {
 
-// bf16 ↔ fp32 as CUDA's __bfloat162float / __float2bfloat16 (round to nearest even; NaN stays NaN).
-float bf16_to_float(std::uint16_t bits);
-std::uint16_t float_to_bf16(float value);
-
 void cross_entropy_forward_ref(const void* logits, Dtype dtype, const CrossEntropyShape& shape,
                                const std::int64_t* targets, float* loss, float* lse, std::int64_t row_begin,
                                std::int64_t row_end);

@@ -18,7 +18,7 @@
 #include "gpu_support.h"
 #include "kernels/adam.h"
 #include "kernels/adam_ref.h"
-#include "kernels/cross_entropy_ref.h"
+#include "kernels/dtype.h"
 
 namespace {
 

@@ -172,22 +172,10 @@ int main() {
         {"a step of GPT-2 124M's logits, bf16", {2048, 50304, 50304}, Dtype::BF16, 4.0f, false, false},
     };
     std::mt19937_64 rng(1234);
-    int failed = 0;
-    for (const auto& c : cases) {
-        double worst;
-        try {
-            worst = run_case(c, rng);
-        } catch (const std::exception& e) {
-            std::printf("FAIL %s: %s\n", c.name.c_str(), e.what());
-            ++failed;
-            continue;
-        }
-        const bool pass = worst <= 1.0;
-        std::printf("%s %s (%lld x %lld, stride %lld, %s): worst error / tolerance %.3g\n", pass ? "ok  " : "FAIL",
-                    c.name.c_str(), static_cast<long long>(c.shape.rows), static_cast<long long>(c.shape.vocab),
-                    static_cast<long long>(c.shape.stride), mds::kernels::dtype_name(c.dtype), worst);
-        failed += pass ? 0 : 1;
-    }
-    std::printf("cross_entropy_gpu: %zu cases, %d failed\n", cases.size(), failed);
-    return failed == 0 ? 0 : 1;
+    return mds::gpu_test::run_cases(
+        "cross_entropy_gpu", cases, [&](const Case& c) { return run_case(c, rng); },
+        [](const Case& c) {
+            return c.name + " (" + std::to_string(c.shape.rows) + " x " + std::to_string(c.shape.vocab) + ", stride " +
+                   std::to_string(c.shape.stride) + ", " + mds::kernels::dtype_name(c.dtype) + ")";
+        });
 }

@@ -7,6 +7,9 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
 
 namespace mds::gpu_test {
 
@@ -38,6 +41,28 @@ inline bool have_device(const char* test) {
     cudaGetDeviceProperties(&prop, 0);
     std::printf("%s: %s\n", test, prop.name);
     return true;
+}
+
+// Runs `run(case)` (the worst error / tolerance ratio) for every case and prints "ok" or "FAIL", the case's
+// `describe(case)` and the ratio; a case that throws fails with the message. Returns the process's exit status.
+template <typename Case, typename Run, typename Describe>
+int run_cases(const char* test, const std::vector<Case>& cases, Run&& run, Describe&& describe) {
+    int failed = 0;
+    for (const auto& c : cases) {
+        double worst;
+        try {
+            worst = run(c);
+        } catch (const std::exception& e) {
+            std::printf("FAIL %s: %s\n", describe(c).c_str(), e.what());
+            ++failed;
+            continue;
+        }
+        const bool pass = worst <= 1.0;
+        std::printf("%s %s: worst error / tolerance %.3g\n", pass ? "ok  " : "FAIL", describe(c).c_str(), worst);
+        failed += pass ? 0 : 1;
+    }
+    std::printf("%s: %zu cases, %d failed\n", test, cases.size(), failed);
+    return failed == 0 ? 0 : 1;
 }
 
 }  // namespace mds::gpu_test

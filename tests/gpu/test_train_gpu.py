@@ -3,7 +3,8 @@
 iterations in fp32 without dropout gives the same per-iteration lm loss on --device cuda as on --device cpu
 (to 1e-4 relative: different GEMM and attention kernels, same math), --cross-entropy-loss-fusion's kernels the
 same losses as ATen's cross entropy (fp32: to 1e-5; bf16: the first loss to 1e-4), --adam-step-fusion's kernels
-the unfused bf16 losses (to 1e-2 relative after the first step), bf16 / fp16 with ALiBi and
+the unfused bf16 losses (to 1e-2 relative after the first step), --layernorm-backward-fusion's ATen's LayerNorm's
+(fp32: to 1e-5), bf16 / fp16 with ALiBi and
 activation recomputation train on the GPU with the loss falling; a GPU checkpoint (saved at --exit-interval)
 holds the CUDA generator state and resumes on the GPU, and on the CPU with --no-load-rng."""
 import os
@@ -82,6 +83,14 @@ def main():
         print(f"bf16 cuda adam-step-fusion {adam_fused}")
         if not stays_close(adam_fused, bf16, 1e-6, 1e-2):
             print("FAIL: --adam-step-fusion in bf16 on cuda strays from the unfused losses")
+            return 1
+        # --layernorm-backward-fusion (kernels/layer_norm.cu): fp32, ATen's losses to fp32 rounding; bf16, the same
+        # first loss (the same forward) and a run that stays close.
+        ln = train(data, "cuda", ["--layernorm-backward-fusion"])
+        bf16_ln = train(data, "cuda", ["--bf16", "--layernorm-backward-fusion"])
+        print(f"fp32 cuda layernorm-backward-fusion {ln}\nbf16 cuda layernorm-backward-fusion {bf16_ln}")
+        if not stays_close(ln, gpu, 1e-6, 1e-5) or not stays_close(bf16_ln, bf16, 1e-6, 2e-2):
+            print("FAIL: --layernorm-backward-fusion on cuda strays from ATen's LayerNorm's losses")
             return 1
         for flags in (["--bf16", "--position-embedding-type", "alibi", "--embed-layernorm", "--checkpoint-activations"],
                       ["--fp16", "--initial-loss-scale", "4096"]):

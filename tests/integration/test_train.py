@@ -4,7 +4,7 @@
     at the end; the loss falls well below its start;
   - TensorBoard events read back by TensorBoard's own EventAccumulator carry the tags tr1-13B logged;
   - fp16 (with the loss scale in the line) and bf16 train too; --cross-entropy-loss-fusion gives ATen's losses,
-    --adam-step-fusion the unfused step's;
+    --adam-step-fusion the unfused step's, --layernorm-backward-fusion ATen's LayerNorm's;
   - --exit-interval, a --kill-switch-path file and SIGUSR1 stop cleanly (exit 0) between iterations;
   - usage errors (an unsupported flag, --save without --save-interval, --finetune without --load, a missing dataset) exit non-zero with
     a message naming the problem;
@@ -277,7 +277,9 @@ def fusions(tmp, data):
     """--cross-entropy-loss-fusion on the CPU (kernels/cross_entropy_ref.cpp in an autograd function): fp32, the same
     losses as ATen's cross entropy; bf16, the same first loss and a run that stays close; --fp16 refused.
     --adam-step-fusion on the CPU (kernels/adam_ref.cpp): bf16, the same first loss (before any step) and a run that
-    stays close; an fp32 model refused before the first iteration."""
+    stays close; an fp32 model refused before the first iteration. --layernorm-backward-fusion on the CPU
+    (kernels/layer_norm_ref.cpp): fp32, ATen's losses; bf16, the same first loss and a run that stays close; --fp16
+    refused."""
     no_dropout = ["--attention-dropout", "0", "--hidden-dropout", "0", "--log-interval", "1"]
 
     def losses(extra):
@@ -300,8 +302,16 @@ def fusions(tmp, data):
     e = run(data + model_flags(6, ["--adam-step-fusion"]))
     check(e.returncode != 0 and "--adam-step-fusion: a bf16 model only, not Float (needs --bf16)" in e.stderr
           and " iteration " not in e.stdout, f"fp32 --adam-step-fusion: exit {e.returncode}, {e.stderr[-300:]}")
+    ln, bf_ln = losses(["--layernorm-backward-fusion"]), losses(["--bf16", "--layernorm-backward-fusion"])
+    check(len(ln) == 6 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, ln)),
+          f"fp32 losses: ATen's LayerNorm {base}, fused backward {ln}")
+    check(len(bf_ln) == 6 and abs(bf[0] - bf_ln[0]) <= 1e-6 * bf[0] and all(abs(a - b) <= 2e-2 * abs(a) for a, b in zip(bf, bf_ln)),
+          f"bf16 losses: ATen's LayerNorm {bf}, fused backward {bf_ln}")
+    e = run(data + model_flags(6, ["--fp16", "--layernorm-backward-fusion"]))
+    check(e.returncode != 0 and "--layernorm-backward-fusion takes fp32 or bf16, not --fp16" in e.stderr,
+          f"--fp16 --layernorm-backward-fusion: exit {e.returncode}, {e.stderr[-300:]}")
     print(f"fusions: cross entropy fp32 {base[-1:]} = {fused[-1:]}, bf16 {bf[-1:]} ~ {bf_fused[-1:]}; "
-          f"adam step bf16 {bf[-1:]} ~ {bf_adam[-1:]}")
+          f"adam step bf16 {bf[-1:]} ~ {bf_adam[-1:]}; layer norm fp32 {ln[-1:]}, bf16 {bf_ln[-1:]}")
 
 
 def dry_run(tmp, data):

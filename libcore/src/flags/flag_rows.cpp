@@ -398,6 +398,13 @@ void precision_rows(std::vector<FlagRow>& t) {
                          "the CPU; fp32 or bf16, one tensor-parallel rank",
                  .slot = MDS_SLOT(model.cross_entropy_loss_fusion),
                  .doc = "(mds only; Megatron-LM's flag; the loss equals the unfused one to fp32 rounding; off by default)"});
+    // mds's own (kernels/layer_norm.h); BMD's LayerNorm is apex's MixedFusedLayerNorm, forward and backward.
+    t.push_back({.names = "--layernorm-backward-fusion", .group = g,
+                 .help = "LayerNorm's backward in one pass over the rows (the input's gradient, and the weight's and "
+                         "bias's as per-block sums added in a fixed order; ATen's forward): mds's CUDA kernels on a GPU, "
+                         "their CPU reference on the CPU; fp32 or bf16",
+                 .slot = MDS_SLOT(model.layernorm_backward_fusion),
+                 .doc = "(mds only; the same gradients as ATen's LayerNorm to fp32 rounding; off by default)"});
 }
 
 void logging_rows(std::vector<FlagRow>& t) {

@@ -5,14 +5,9 @@
 #include <ATen/ops/empty_strided.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#ifdef MDS_HAVE_CUDA_KERNELS
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
-#include <exception>
 #include <string>
 
+#include "kernel_call.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cross_entropy_ref.h"
 #include "mds/model/cuda_kernels.h"
@@ -24,36 +19,17 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-kernels::Dtype kernel_dtype(const at::Tensor& t) {
-    return t.scalar_type() == at::kFloat ? kernels::Dtype::F32 : kernels::Dtype::BF16;
-}
-
 std::string shape_text(const at::Tensor& logits) {
     return std::to_string(logits.size(0)) + " x " + std::to_string(logits.size(1)) + " " +
            c10::toString(logits.scalar_type()) + " logits on " + logits.device().str();
 }
 
-// Runs the CUDA launcher or the CPU reference (rows split over ATen's threads); a failure becomes an
-// mds::Error naming the op and the shapes.
+// The CUDA launcher, or the CPU reference with the rows split over ATen's threads.
 template <typename Cuda, typename Cpu>
 void run(const char* what, const at::Tensor& logits, Cuda&& cuda, Cpu&& cpu) {
-    try {
-        if (logits.is_cuda()) {
-#ifdef MDS_HAVE_CUDA_KERNELS
-            const c10::cuda::CUDAGuard guard(logits.device());
-            cuda(static_cast<void*>(c10::cuda::getCurrentCUDAStream(logits.device().index()).stream()));
-#else
-            (void)cuda;
-            throw Error(kBuiltWithoutCudaKernels);
-#endif
-        } else {
-            at::parallel_for(0, logits.size(0), 1, [&](std::int64_t begin, std::int64_t end) { cpu(begin, end); });
-        }
-    } catch (const Error&) {
-        throw;
-    } catch (const std::exception& e) {
-        throw Error(std::string("fused cross entropy ") + what + " of " + shape_text(logits) + ": " + e.what());
-    }
+    run_kernel(std::string("fused cross entropy ") + what, logits, shape_text(logits), cuda, [&] {
+        at::parallel_for(0, logits.size(0), 1, [&](std::int64_t begin, std::int64_t end) { cpu(begin, end); });
+    });
 }
 
 struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {

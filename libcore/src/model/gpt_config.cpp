@@ -61,6 +61,8 @@ void GptConfig::validate() const {
     if (cross_entropy_fusion && precision == Precision::FP16)
         throw UsageError("--cross-entropy-loss-fusion takes fp32 or bf16 logits, not --fp16 (whose cross entropy already "
                          "reads the fp16 logits without an fp32 copy on a GPU)");
+    if (layernorm_backward_fusion && precision == Precision::FP16)
+        throw UsageError("--layernorm-backward-fusion takes fp32 or bf16, not --fp16");
     if (!(init_method_std > 0)) throw UsageError("--init-method-std must be positive");
     if (hidden_dropout < 0 || hidden_dropout >= 1) throw UsageError("--hidden-dropout must be in [0, 1)");
     if (attention_dropout < 0 || attention_dropout >= 1) throw UsageError("--attention-dropout must be in [0, 1)");

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "mds/model/fused_cross_entropy.h"
+#include "mds/model/fused_layer_norm.h"
 #include "mds/util/error.h"
 #include "recompute.h"
 
@@ -112,6 +113,10 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
                              " (the vocabulary-parallel cross entropy sums over the ranks' shards)");
         if (const auto why = fused_cross_entropy_unsupported(device_, scalar_type(config_.precision)); !why.empty())
             throw UsageError("--cross-entropy-loss-fusion: " + why);
+    }
+    if (config_.layernorm_backward_fusion) {
+        if (const auto why = fused_layer_norm_unsupported(device_, scalar_type(config_.precision)); !why.empty())
+            throw UsageError("--layernorm-backward-fusion: " + why);
     }
     local_heads_ = config_.num_attention_heads / t;
     local_vocab_ = config_.padded_vocab_size / t;
@@ -250,7 +255,10 @@ at::Tensor GptModel::reduce_from_tp(const at::Tensor& x) const {
 }
 
 at::Tensor GptModel::layer_norm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, double eps) const {
-    if (x.scalar_type() == w.scalar_type()) return at::layer_norm(x, {config_.hidden_size}, w, b, eps);
+    if (x.scalar_type() == w.scalar_type()) {
+        if (config_.layernorm_backward_fusion) return fused_layer_norm(x, w, b, eps);
+        return at::layer_norm(x, {config_.hidden_size}, w, b, eps);
+    }
     // fp32 hidden states with half-precision weights (--fp32-residual-connection): Megatron's mixed
     // LayerNorm kernel computes in fp32 and writes the weights' dtype.
     return at::layer_norm(x.to(at::kFloat), {config_.hidden_size}, w.to(at::kFloat), b.to(at::kFloat), eps).to(w.scalar_type());

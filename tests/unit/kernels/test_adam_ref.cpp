@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/adam_ref.h"
-#include "kernels/cross_entropy_ref.h"
+#include "kernels/dtype.h"
 
 using namespace mds::kernels;
 

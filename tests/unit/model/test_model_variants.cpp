@@ -166,11 +166,10 @@ TEST_CASE("position ids (--reset-position-ids): index the absolute position embe
     DOCTEST_CHECK(alibi.loss(tokens, tokens, {}, reset).item<double>() == alibi.loss(tokens, tokens).item<double>());
 }
 
-TEST_CASE("--cross-entropy-loss-fusion: the model's loss and gradients as without it; fp16 and TP > 1 refused") {
-    auto c = tiny();
-    GptModel plain(c, c10::Device(at::kCPU), 5);
-    c.cross_entropy_fusion = true;
-    GptModel fused(c, c10::Device(at::kCPU), 5);
+namespace {
+
+// `fused` (a flag on) gives `plain`'s loss and gradients on random tokens and labels, with and without a loss mask.
+void check_same_loss_and_grads(GptModel& plain, GptModel& fused) {
     at::manual_seed(3);
     const auto tokens = at::randint(0, 32, {2, 8}, at::kLong);
     const auto labels = at::randint(0, 32, {2, 8}, at::kLong);
@@ -184,6 +183,7 @@ TEST_CASE("--cross-entropy-loss-fusion: the model's loss and gradients as withou
         a.backward();
         b.backward();
         for (std::size_t i = 0; i < plain.parameters().size(); ++i) {
+            INFO(plain.parameters()[i].full_name());
             const auto& ga = plain.parameters()[i].tensor.grad();
             const auto& gb = fused.parameters()[i].tensor.grad();
             CHECK(at::allclose(ga, gb, 1e-5, 1e-7));
@@ -191,11 +191,37 @@ TEST_CASE("--cross-entropy-loss-fusion: the model's loss and gradients as withou
         for (auto* model : {&plain, &fused})
             for (auto& p : model->parameters()) p.tensor.mutable_grad().reset();
     }
+}
+
+}  // namespace
+
+TEST_CASE("--cross-entropy-loss-fusion: the model's loss and gradients as without it; fp16 and TP > 1 refused") {
+    auto c = tiny();
+    GptModel plain(c, c10::Device(at::kCPU), 5);
+    c.cross_entropy_fusion = true;
+    GptModel fused(c, c10::Device(at::kCPU), 5);
+    check_same_loss_and_grads(plain, fused);
     c.precision = Precision::FP16;
     CHECK_THROWS_WITH_AS(GptModel(c, c10::Device(at::kCPU), 5), doctest::Contains("not --fp16"), mds::UsageError);
     c.precision = Precision::FP32;
     TensorParallel tp{0, 2, [](at::Tensor&) {}, [](at::Tensor&) {}};
     CHECK_THROWS_WITH_AS(GptModel(c, c10::Device(at::kCPU), 5, tp),
                          doctest::Contains("--cross-entropy-loss-fusion: not with --tensor-model-parallel-size 2"),
+                         mds::UsageError);
+}
+
+TEST_CASE("--layernorm-backward-fusion: the model's loss and gradients as without it, post-LayerNorm too; fp16 refused") {
+    auto c = tiny();
+    for (bool post : {false, true}) {
+        INFO("post-LayerNorm residual " << post);
+        c.residual_post_layernorm = post;
+        c.layernorm_backward_fusion = false;
+        GptModel plain(c, c10::Device(at::kCPU), 5);
+        c.layernorm_backward_fusion = true;
+        GptModel fused(c, c10::Device(at::kCPU), 5);
+        check_same_loss_and_grads(plain, fused);
+    }
+    c.precision = Precision::FP16;
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--layernorm-backward-fusion takes fp32 or bf16, not --fp16"),
                          mds::UsageError);
 }

@@ -58,6 +58,9 @@ struct GptConfig {
     // --cross-entropy-loss-fusion: the loss through model/fused_cross_entropy.h (fp32 or bf16, one tensor-parallel
     // rank) instead of ATen's fp32 copy of the logits and its cross entropy.
     bool cross_entropy_fusion = false;
+    // --layernorm-backward-fusion: the blocks' and the final LayerNorms through model/fused_layer_norm.h (fp32 or
+    // bf16; a LayerNorm whose input is fp32 under bf16 weights, --fp32-residual-connection, stays ATen's).
+    bool layernorm_backward_fusion = false;
 
     std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
     // Megatron's projection_size: the width of Q, K, V and of the attention output's input.

@@ -1,0 +1,184 @@
+// CUDA kernels of kernels/layer_norm.h. The row kernel: up to 8 warps per block, each warp a slab of consecutive
+// rows, each lane its own columns of every row (16-byte loads where the rows allow), two passes per row (the row
+// sums, then dx; the second pass reads what the first brought into the cache). The weight and the warps' dw / db
+// sums live in shared memory; at the end the block adds its warps' sums column by column and writes them to the
+// scratch, and the column kernel adds the blocks' in double. The slab of each warp depends only on the shape,
+// so the result is the same on every run and every GPU.
+#include "layer_norm.h"
+#include "cuda_common.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace mds::kernels {
+namespace {
+
+constexpr int kMaxWarpsPerBlock = 8;
+constexpr std::int64_t kMaxWarps = 4096;  // warps over all blocks: the slabs (and so the sums) depend on it
+
+struct Slabs {
+    std::int64_t rows_per_warp, warps;  // warps that have rows
+};
+
+Slabs slabs(std::int64_t rows) {
+    const std::int64_t total = std::min(rows, kMaxWarps);
+    const std::int64_t per = (rows + total - 1) / total;
+    return {per, (rows + per - 1) / per};
+}
+
+// Where column c lives in a shared-memory row of `cols` values: kVec planes of cols / kVec values, so that the 32
+// lanes, each reading kVec consecutive columns, touch 32 consecutive words of a plane (no bank conflicts).
+template <int kVec>
+__device__ __forceinline__ int slot(int c, int cols) {
+    return (c % kVec) * (cols / kVec) + c / kVec;
+}
+
+template <typename T, int kVec>
+__global__ void layer_norm_backward_rows(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+                                         const float* __restrict__ mean, const float* __restrict__ rstd,
+                                         std::int64_t rows, int cols, std::int64_t rows_per_warp, std::int64_t warps_used,
+                                         T* __restrict__ dx, float* __restrict__ scratch) {
+    extern __shared__ float smem[];  // w [cols], then per warp dw [cols] and db [cols]
+    const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float* ws = smem;
+    float* dw_part = smem + cols + static_cast<std::int64_t>(warp) * 2 * cols;
+    float* db_part = dw_part + cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) ws[slot<kVec>(c, cols)] = to_float(w[c]);
+    for (int c = lane; c < 2 * cols; c += 32) dw_part[c] = 0.0f;
+    __syncthreads();
+    const std::int64_t gw = static_cast<std::int64_t>(blockIdx.x) * warps + warp;
+    if (gw < warps_used) {
+        const std::int64_t r0 = gw * rows_per_warp, r1 = min(rows, r0 + rows_per_warp);
+        const float inv_cols = 1.0f / static_cast<float>(cols);
+        for (std::int64_t r = r0; r < r1; ++r) {
+            const T* dyr = dy + r * cols;
+            const T* xr = x + r * cols;
+            const float mu = mean[r], rs = rstd[r];
+            float g_sum = 0.0f, gx_sum = 0.0f;
+            for (int c = lane * kVec; c < cols; c += 32 * kVec) {
+                const Pack<T, kVec> a = *reinterpret_cast<const Pack<T, kVec>*>(dyr + c);
+                const Pack<T, kVec> b = *reinterpret_cast<const Pack<T, kVec>*>(xr + c);
+#pragma unroll
+                for (int k = 0; k < kVec; ++k) {
+                    const int at = slot<kVec>(c + k, cols);
+                    const float d = to_float(a.v[k]), xhat = (to_float(b.v[k]) - mu) * rs, g = d * ws[at];
+                    g_sum += g;
+                    gx_sum += g * xhat;
+                    dw_part[at] += d * xhat;
+                    db_part[at] += d;
+                }
+            }
+            for (int offset = 16; offset > 0; offset >>= 1) {
+                g_sum += __shfl_xor_sync(0xffffffffu, g_sum, offset);
+                gx_sum += __shfl_xor_sync(0xffffffffu, gx_sum, offset);
+            }
+            const float g_mean = g_sum * inv_cols, gx_mean = gx_sum * inv_cols;
+            T* dxr = dx + r * cols;
+            for (int c = lane * kVec; c < cols; c += 32 * kVec) {
+                const Pack<T, kVec> a = *reinterpret_cast<const Pack<T, kVec>*>(dyr + c);
+                const Pack<T, kVec> b = *reinterpret_cast<const Pack<T, kVec>*>(xr + c);
+                Pack<T, kVec> out;
+#pragma unroll
+                for (int k = 0; k < kVec; ++k) {
+                    const float xhat = (to_float(b.v[k]) - mu) * rs, g = to_float(a.v[k]) * ws[slot<kVec>(c + k, cols)];
+                    out.v[k] = from_float<T>(rs * (g - g_mean - xhat * gx_mean));
+                }
+                *reinterpret_cast<Pack<T, kVec>*>(dxr + c) = out;
+            }
+        }
+    }
+    __syncthreads();
+    float* out = scratch + static_cast<std::int64_t>(blockIdx.x) * 2 * cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        const int at = slot<kVec>(c, cols);
+        float a = 0.0f, b = 0.0f;
+        for (int k = 0; k < warps; ++k) {
+            a += smem[cols + static_cast<std::int64_t>(k) * 2 * cols + at];
+            b += smem[cols + static_cast<std::int64_t>(k) * 2 * cols + cols + at];
+        }
+        out[c] = a;
+        out[cols + c] = b;
+    }
+}
+
+__global__ void layer_norm_backward_columns(const float* __restrict__ scratch, std::int64_t blocks, int cols,
+                                            float* __restrict__ dw, float* __restrict__ db) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    double a = 0.0, b = 0.0;
+    for (std::int64_t k = 0; k < blocks; ++k) {
+        a += scratch[k * 2 * cols + c];
+        b += scratch[k * 2 * cols + cols + c];
+    }
+    dw[c] = static_cast<float>(a);
+    db[c] = static_cast<float>(b);
+}
+
+void check_launch(const char* what, const LayerNormShape& s) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        throw std::runtime_error(std::string("layer norm backward ") + what + ": CUDA launch over " +
+                                 std::to_string(s.rows) + " rows x " + std::to_string(s.cols) +
+                                 " failed: " + cudaGetErrorString(e));
+    }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+template <typename T>
+void backward(const void* dy, const void* x, const void* w, const float* mean, const float* rstd,
+              const LayerNormShape& s, void* dx, float* dw, float* db, float* scratch, cudaStream_t stream) {
+    int device = 0, optin = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+        check_launch("(device query)", s);
+    }
+    const auto bytes_for = [&](int warps) { return (s.cols + 2 * static_cast<std::int64_t>(warps) * s.cols) * 4; };
+    int warps = kMaxWarpsPerBlock;
+    while (warps > 1 && bytes_for(warps) > optin) warps /= 2;
+    if (bytes_for(warps) > optin) {
+        throw std::invalid_argument("layer norm backward: " + std::to_string(s.cols) + " columns need " +
+                                    std::to_string(bytes_for(1)) + " bytes of shared memory, the device has " +
+                                    std::to_string(optin));
+    }
+    const auto bytes = static_cast<std::size_t>(bytes_for(warps));
+    const Slabs sl = slabs(s.rows);
+    const std::int64_t blocks = (sl.warps + warps - 1) / warps;
+    const int cols = static_cast<int>(s.cols);
+    constexpr int vec = 16 / sizeof(T);
+    const bool packs = s.cols % vec == 0 && aligned16(dy) && aligned16(x) && aligned16(dx);
+    auto* kernel = packs ? layer_norm_backward_rows<T, vec> : layer_norm_backward_rows<T, 1>;
+    if (bytes > 48 * 1024) {
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    }
+    kernel<<<static_cast<unsigned>(blocks), warps * 32, bytes, stream>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), mean, rstd, s.rows, cols,
+        sl.rows_per_warp, sl.warps, static_cast<T*>(dx), scratch);
+    check_launch("rows", s);
+    layer_norm_backward_columns<<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream>>>(scratch, blocks, cols,
+                                                                                             dw, db);
+    check_launch("columns", s);
+}
+
+}  // namespace
+
+std::int64_t layer_norm_scratch_floats(const LayerNormShape& s) {
+    check_shape(s);
+    return 2 * slabs(s.rows).warps * s.cols;  // one block per warp at most
+}
+
+void layer_norm_backward_cuda(const void* dy, const void* x, const void* w, Dtype dtype, const float* mean,
+                              const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db,
+                              float* scratch, void* stream) {
+    check_shape(shape);
+    auto* st = static_cast<cudaStream_t>(stream);
+    if (dtype == Dtype::F32) backward<float>(dy, x, w, mean, rstd, shape, dx, dw, db, scratch, st);
+    else backward<__nv_bfloat16>(dy, x, w, mean, rstd, shape, dx, dw, db, scratch, st);
+}
+
+}  // namespace mds::kernels

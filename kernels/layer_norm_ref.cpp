@@ -1,0 +1,64 @@
+#include "layer_norm_ref.h"
+
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mds::kernels {
+
+void check_shape(const LayerNormShape& s) {
+    auto bad = [&](const std::string& what) {
+        throw std::invalid_argument("layer norm: " + what + " (rows " + std::to_string(s.rows) + ", cols " +
+                                    std::to_string(s.cols) + ")");
+    };
+    if (s.rows < 1) bad("rows must be at least 1");
+    if (s.cols < 1) bad("cols must be at least 1");
+    if (s.cols > std::numeric_limits<std::int32_t>::max()) bad("cols must be below 2^31");
+}
+
+namespace {
+
+struct Values {
+    const void* base;
+    Dtype dtype;
+    double operator[](std::int64_t i) const {
+        if (dtype == Dtype::F32) return static_cast<const float*>(base)[i];
+        return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
+    }
+};
+
+}  // namespace
+
+void layer_norm_backward_ref(const void* dy, const void* x, const void* w, Dtype dtype, const float* mean,
+                             const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db) {
+    check_shape(shape);
+    const Values dyv{dy, dtype}, xv{x, dtype}, wv{w, dtype};
+    const auto c = shape.cols;
+    std::vector<double> sum_dw(static_cast<std::size_t>(c), 0.0), sum_db(static_cast<std::size_t>(c), 0.0);
+    for (std::int64_t r = 0; r < shape.rows; ++r) {
+        const double mu = mean[r], rs = rstd[r];
+        const std::int64_t o = r * c;
+        double g_sum = 0, gx_sum = 0;
+        for (std::int64_t j = 0; j < c; ++j) {
+            const double xhat = (xv[o + j] - mu) * rs, g = dyv[o + j] * wv[j];
+            g_sum += g;
+            gx_sum += g * xhat;
+            sum_dw[static_cast<std::size_t>(j)] += dyv[o + j] * xhat;
+            sum_db[static_cast<std::size_t>(j)] += dyv[o + j];
+        }
+        const double g_mean = g_sum / static_cast<double>(c), gx_mean = gx_sum / static_cast<double>(c);
+        for (std::int64_t j = 0; j < c; ++j) {
+            const double xhat = (xv[o + j] - mu) * rs, g = dyv[o + j] * wv[j];
+            const auto d = static_cast<float>(rs * (g - g_mean - xhat * gx_mean));
+            if (dtype == Dtype::F32) static_cast<float*>(dx)[o + j] = d;
+            else static_cast<std::uint16_t*>(dx)[o + j] = float_to_bf16(d);
+        }
+    }
+    for (std::int64_t j = 0; j < c; ++j) {
+        dw[j] = static_cast<float>(sum_dw[static_cast<std::size_t>(j)]);
+        db[j] = static_cast<float>(sum_db[static_cast<std::size_t>(j)]);
+    }
+}
+
+}  // namespace mds::kernels

@@ -1,0 +1,50 @@
+// How the model area calls a kernels/ op on a tensor's device (internal to libcore/src/model): its CUDA launcher
+// on the current stream of a CUDA tensor's device, its CPU reference for a CPU tensor; a failure becomes an
+// mds::Error naming the op and the shapes. The including file is compiled with MDS_HAVE_CUDA_KERNELS where
+// kernels/ has CUDA kernels (libcore/CMakeLists.txt); without it a CUDA tensor is refused.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#ifdef MDS_HAVE_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <exception>
+#include <string>
+
+#include "kernels/dtype.h"
+#include "mds/model/cuda_kernels.h"
+#include "mds/util/error.h"
+
+namespace mds::model {
+
+inline kernels::Dtype kernel_dtype(const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat ? kernels::Dtype::F32 : kernels::Dtype::BF16;
+}
+
+// `cuda(stream)` (a cudaStream_t as void*) when `on` is a CUDA tensor, else `cpu()`. `what` describes the
+// operands for the error message ("8 x 512 bf16 logits on cuda:0").
+template <typename Cuda, typename Cpu>
+void run_kernel(const std::string& op, const at::Tensor& on, const std::string& what, Cuda&& cuda, Cpu&& cpu) {
+    try {
+        if (on.is_cuda()) {
+#ifdef MDS_HAVE_CUDA_KERNELS
+            const c10::cuda::CUDAGuard guard(on.device());
+            cuda(static_cast<void*>(c10::cuda::getCurrentCUDAStream(on.device().index()).stream()));
+#else
+            (void)cuda;
+            throw Error(kBuiltWithoutCudaKernels);
+#endif
+        } else {
+            cpu();
+        }
+    } catch (const Error&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw Error(op + " of " + what + ": " + e.what());
+    }
+}
+
+}  // namespace mds::model

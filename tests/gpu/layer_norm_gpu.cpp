@@ -1,0 +1,162 @@
+// GPU test of kernels/layer_norm.cu against its CPU reference (kernels/layer_norm_ref.cpp): dx, dw and db over
+// GPT-2 124M's and 1.5B's LayerNorm shapes in bf16, an odd width in fp32 (the one-value path), BLOOM-176B's width
+// (one warp per block, for shared memory), a single row and a single column. Prints one line per case with the
+// largest error relative to its tolerance; exit 0 when every case is within it, 1 when one is not, 77 (skipped)
+// without a CUDA device. Run by tests/gpu/test_kernels_gpu.py (and the GPU pack's run.sh).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_support.h"
+#include "kernels/dtype.h"
+#include "kernels/layer_norm.h"
+#include "kernels/layer_norm_ref.h"
+
+namespace {
+
+using namespace mds::kernels;
+using mds::gpu_test::cuda_ok;
+using mds::gpu_test::DeviceBuffer;
+
+struct Case {
+    std::string name;
+    LayerNormShape shape;
+    Dtype dtype;
+};
+
+// Values of an array of `dtype` as fp32.
+float at(const std::vector<std::uint16_t>& bf, const std::vector<float>& f, Dtype d, std::size_t i) {
+    return d == Dtype::F32 ? f[i] : bf16_to_float(bf[i]);
+}
+
+double run_case(const Case& c, std::mt19937_64& rng) {
+    const auto& s = c.shape;
+    const auto n = static_cast<std::size_t>(s.rows * s.cols), cols = static_cast<std::size_t>(s.cols);
+    const std::size_t elt = c.dtype == Dtype::F32 ? 4 : 2;
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> xf(n), dyf(n), wf(cols);
+    std::vector<std::uint16_t> xb(n), dyb(n), wb(cols);
+    auto fill = [&](std::vector<float>& f, std::vector<std::uint16_t>& b, float scale, float shift) {
+        for (std::size_t i = 0; i < f.size(); ++i) {
+            const float v = scale * normal(rng) + shift;
+            b[i] = float_to_bf16(v);
+            f[i] = c.dtype == Dtype::F32 ? v : bf16_to_float(b[i]);
+        }
+    };
+    fill(xf, xb, 2.0f, 0.3f);
+    fill(dyf, dyb, 0.01f, 0.0f);
+    fill(wf, wb, 0.2f, 1.0f);
+    std::vector<float> mean(static_cast<std::size_t>(s.rows)), rstd(static_cast<std::size_t>(s.rows));
+    for (std::int64_t r = 0; r < s.rows; ++r) {
+        double mu = 0, var = 0;
+        for (std::size_t j = 0; j < cols; ++j) mu += xf[static_cast<std::size_t>(r) * cols + j];
+        mu /= static_cast<double>(cols);
+        for (std::size_t j = 0; j < cols; ++j) {
+            const double d = xf[static_cast<std::size_t>(r) * cols + j] - mu;
+            var += d * d;
+        }
+        mean[static_cast<std::size_t>(r)] = static_cast<float>(mu);
+        rstd[static_cast<std::size_t>(r)] = static_cast<float>(1 / std::sqrt(var / static_cast<double>(cols) + 1e-5));
+    }
+    const void* hx = c.dtype == Dtype::F32 ? static_cast<const void*>(xf.data()) : xb.data();
+    const void* hdy = c.dtype == Dtype::F32 ? static_cast<const void*>(dyf.data()) : dyb.data();
+    const void* hw = c.dtype == Dtype::F32 ? static_cast<const void*>(wf.data()) : wb.data();
+    std::vector<float> dx_ref_f(c.dtype == Dtype::F32 ? n : 0), dw_ref(cols), db_ref(cols);
+    std::vector<std::uint16_t> dx_ref_b(c.dtype == Dtype::BF16 ? n : 0);
+    void* dx_ref = c.dtype == Dtype::F32 ? static_cast<void*>(dx_ref_f.data()) : dx_ref_b.data();
+    layer_norm_backward_ref(hdy, hx, hw, c.dtype, mean.data(), rstd.data(), s, dx_ref, dw_ref.data(), db_ref.data());
+
+    DeviceBuffer d_x(n * elt), d_dy(n * elt), d_w(cols * elt), d_mean(mean.size() * 4), d_rstd(rstd.size() * 4),
+        d_dx(n * elt), d_dw(cols * 4), d_db(cols * 4),
+        d_scratch(static_cast<std::size_t>(layer_norm_scratch_floats(s)) * 4);
+    bool ok = cuda_ok(cudaMemcpy(d_x.p, hx, n * elt, cudaMemcpyHostToDevice), "copy x") &&
+              cuda_ok(cudaMemcpy(d_dy.p, hdy, n * elt, cudaMemcpyHostToDevice), "copy dy") &&
+              cuda_ok(cudaMemcpy(d_w.p, hw, cols * elt, cudaMemcpyHostToDevice), "copy w") &&
+              cuda_ok(cudaMemcpy(d_mean.p, mean.data(), mean.size() * 4, cudaMemcpyHostToDevice), "copy mean") &&
+              cuda_ok(cudaMemcpy(d_rstd.p, rstd.data(), rstd.size() * 4, cudaMemcpyHostToDevice), "copy rstd");
+    if (!ok) return INFINITY;
+    layer_norm_backward_cuda(d_dy.p, d_x.p, d_w.p, c.dtype, static_cast<const float*>(d_mean.p),
+                             static_cast<const float*>(d_rstd.p), s, d_dx.p, static_cast<float*>(d_dw.p),
+                             static_cast<float*>(d_db.p), static_cast<float*>(d_scratch.p), nullptr);
+    std::vector<float> dx_f(c.dtype == Dtype::F32 ? n : 0), dw(cols), db(cols);
+    std::vector<std::uint16_t> dx_b(c.dtype == Dtype::BF16 ? n : 0);
+    void* hdx = c.dtype == Dtype::F32 ? static_cast<void*>(dx_f.data()) : dx_b.data();
+    ok = cuda_ok(cudaDeviceSynchronize(), "kernels") && cuda_ok(cudaMemcpy(hdx, d_dx.p, n * elt, cudaMemcpyDeviceToHost), "copy dx") &&
+         cuda_ok(cudaMemcpy(dw.data(), d_dw.p, cols * 4, cudaMemcpyDeviceToHost), "copy dw") &&
+         cuda_ok(cudaMemcpy(db.data(), d_db.p, cols * 4, cudaMemcpyDeviceToHost), "copy db");
+    if (!ok) return INFINITY;
+
+    // dx: the kernel's fp32 row sums against the reference's double ones, so a tolerance on the scale of the terms,
+    // rstd · max |dy · w| · max(1, max |x̂|), growing with √cols; in bf16 one rounding of the result more (the two
+    // may round an fp32 value to neighbouring bf16 values). dw, db: fp32 sums within the blocks, relative to the
+    // sum of the terms' magnitudes.
+    double worst = 0;
+    const double fp32_ulp = std::ldexp(1.0, -23);
+    for (std::int64_t r = 0; r < s.rows; ++r) {
+        const auto row = static_cast<std::size_t>(r) * cols;
+        double g_max = 0, xhat_max = 1;
+        for (std::size_t j = 0; j < cols; ++j) {
+            g_max = std::max(g_max, std::fabs(static_cast<double>(at(dyb, dyf, c.dtype, row + j)) * at(wb, wf, c.dtype, j)));
+            xhat_max = std::max(xhat_max, std::fabs((at(xb, xf, c.dtype, row + j) - mean[static_cast<std::size_t>(r)]) *
+                                                    static_cast<double>(rstd[static_cast<std::size_t>(r)])));
+        }
+        const double scale = rstd[static_cast<std::size_t>(r)] * g_max * xhat_max;
+        for (std::size_t j = 0; j < cols; ++j) {
+            const std::size_t i = row + j;
+            const double want = at(dx_ref_b, dx_ref_f, c.dtype, i), got = at(dx_b, dx_f, c.dtype, i);
+            double tol = 16 * fp32_ulp * std::sqrt(static_cast<double>(cols)) * scale + 1e-30;
+            if (c.dtype == Dtype::BF16) tol += std::fabs(want) * std::ldexp(1.0, -7);
+            const double ratio = std::fabs(got - want) / tol;
+            if (ratio > 1 && worst <= 1)
+                std::fprintf(stderr, "  dx row %lld col %zu: got %.9g, want %.9g (tolerance %.3g)\n",
+                             static_cast<long long>(r), j, got, want, tol);
+            worst = std::max(worst, std::isnan(got) ? INFINITY : ratio);
+        }
+    }
+    for (std::size_t j = 0; j < cols; ++j) {
+        double abs_dw = 0, abs_db = 0;
+        for (std::int64_t r = 0; r < s.rows; ++r) {
+            const std::size_t i = static_cast<std::size_t>(r) * cols + j;
+            const double xhat = (at(xb, xf, c.dtype, i) - mean[static_cast<std::size_t>(r)]) * rstd[static_cast<std::size_t>(r)];
+            abs_dw += std::fabs(at(dyb, dyf, c.dtype, i) * xhat);
+            abs_db += std::fabs(at(dyb, dyf, c.dtype, i));
+        }
+        const double tol_dw = 16 * fp32_ulp * std::sqrt(static_cast<double>(s.rows)) * abs_dw + 1e-30;
+        const double tol_db = 16 * fp32_ulp * std::sqrt(static_cast<double>(s.rows)) * abs_db + 1e-30;
+        const double rw = std::fabs(static_cast<double>(dw[j]) - dw_ref[j]) / tol_dw;
+        const double rb = std::fabs(static_cast<double>(db[j]) - db_ref[j]) / tol_db;
+        if (std::max(rw, rb) > 1 && worst <= 1)
+            std::fprintf(stderr, "  column %zu: dw %.9g (want %.9g), db %.9g (want %.9g)\n", j, dw[j], dw_ref[j], db[j], db_ref[j]);
+        worst = std::max({worst, std::isnan(dw[j]) ? INFINITY : rw, std::isnan(db[j]) ? INFINITY : rb});
+    }
+    return worst;
+}
+
+}  // namespace
+
+int main() {
+    if (!mds::gpu_test::have_device("layer_norm_gpu")) return 77;
+    const std::vector<Case> cases = {
+        {"GPT-2 124M: 16 x 1024 tokens, width 768, bf16", {16384, 768}, Dtype::BF16},
+        {"GPT-2 1.5B: 8 x 1024 tokens, width 1600, bf16", {8192, 1600}, Dtype::BF16},
+        {"odd width, one-value path, fp32", {1000, 771}, Dtype::F32},
+        {"fp32, 16-byte path", {300, 1024}, Dtype::F32},
+        {"BLOOM-176B's width 14336: one warp per block, bf16", {64, 14336}, Dtype::BF16},
+        {"one row", {1, 768}, Dtype::BF16},
+        {"one column", {50, 1}, Dtype::F32},
+    };
+    std::mt19937_64 rng(4321);
+    return mds::gpu_test::run_cases(
+        "layer_norm_gpu", cases, [&](const Case& c) { return run_case(c, rng); },
+        [](const Case& c) {
+            return c.name + " (" + std::to_string(c.shape.rows) + " x " + std::to_string(c.shape.cols) + ", " +
+                   dtype_name(c.dtype) + ")";
+        });
+}

@@ -1,0 +1,80 @@
+// mds-train --layernorm-backward-fusion on the CPU: model/fused_layer_norm.h's autograd function gives ATen's
+// LayerNorm and its gradients for the input, the weight and the bias, in fp32 and bf16, for 2-D and 3-D inputs.
+#include <doctest/doctest.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <array>
+#include <cmath>
+
+#include "mds/model/fused_layer_norm.h"
+#include "mds/util/error.h"
+
+using mds::model::fused_layer_norm;
+
+namespace {
+
+// Output and gradients (x, weight, bias) of sum(r · LN(x)) with ATen's LayerNorm or the fused one.
+std::array<at::Tensor, 4> ln_grads(const at::Tensor& x_in, const at::Tensor& w_in, const at::Tensor& b_in,
+                                   const at::Tensor& r, bool fused) {
+    auto x = x_in.detach().clone().requires_grad_(true);
+    auto w = w_in.detach().clone().requires_grad_(true);
+    auto b = b_in.detach().clone().requires_grad_(true);
+    const auto y = fused ? fused_layer_norm(x, w, b, 1e-5) : at::layer_norm(x, {x.size(-1)}, w, b, 1e-5);
+    torch::autograd::backward({(y.to(at::kFloat) * r).sum()});
+    return {y.detach(), x.grad(), w.grad(), b.grad()};
+}
+
+// max |a - b| / max |b|, in fp32.
+double normwise(const at::Tensor& a, const at::Tensor& b) {
+    const auto x = a.to(at::kFloat), y = b.to(at::kFloat);
+    return (x - y).abs().max().item<double>() / std::max(y.abs().max().item<double>(), 1e-30);
+}
+
+}  // namespace
+
+TEST_CASE("fused layer norm = ATen's LayerNorm in fp32: the output and the three gradients") {
+    at::manual_seed(11);
+    for (const auto& shape : {std::vector<std::int64_t>{37, 96}, std::vector<std::int64_t>{3, 5, 64}, std::vector<std::int64_t>{4, 7}}) {
+        INFO("shape " << c10::str(shape));
+        const auto x = at::randn(shape) * 2 + 0.5;
+        const auto w = at::randn({shape.back()});
+        const auto b = at::randn({shape.back()});
+        const auto r = at::randn(shape);
+        const auto want = ln_grads(x, w, b, r, false);
+        const auto got = ln_grads(x, w, b, r, true);
+        CHECK(at::equal(got[0], want[0]));  // the same forward
+        for (int k = 1; k < 4; ++k) {
+            INFO("gradient " << k);
+            CHECK((got[k].scalar_type() == at::kFloat));
+            CHECK(normwise(got[k], want[k]) < 1e-5);
+        }
+    }
+}
+
+TEST_CASE("fused layer norm in bf16: bf16 gradients near ATen's") {
+    at::manual_seed(12);
+    const auto x = (at::randn({64, 128}) * 3).to(at::kBFloat16);
+    const auto w = (at::randn({128}) * 0.5 + 1).to(at::kBFloat16);
+    const auto b = at::randn({128}).to(at::kBFloat16);
+    const auto r = at::randn({64, 128});
+    const auto want = ln_grads(x, w, b, r, false);
+    const auto got = ln_grads(x, w, b, r, true);
+    CHECK(at::equal(got[0], want[0]));
+    for (int k = 1; k < 4; ++k) {
+        INFO("gradient " << k);
+        CHECK((got[k].scalar_type() == at::kBFloat16));
+        // Both end in bf16 (8 bits of mantissa) from fp32 math in different orders.
+        CHECK(normwise(got[k], want[k]) < 1e-2);
+    }
+}
+
+TEST_CASE("fused layer norm refuses mismatched shapes and dtypes, and fp16") {
+    const auto x = at::randn({4, 8});
+    CHECK_THROWS_WITH_AS(fused_layer_norm(x, at::ones({7}), at::zeros({8}), 1e-5),
+                         doctest::Contains("weight and bias [C] of x's dtype expected"), mds::Error);
+    CHECK_THROWS_AS(fused_layer_norm(x, at::ones({8}, at::kBFloat16), at::zeros({8}, at::kBFloat16), 1e-5), mds::Error);
+    CHECK_THROWS_WITH_AS(fused_layer_norm(x.to(at::kHalf), at::ones({8}, at::kHalf), at::zeros({8}, at::kHalf), 1e-5),
+                         doctest::Contains("fp32 or bf16 only, not Half"), mds::Error);
+}

@@ -37,12 +37,17 @@ def cmake_areas(text):
                 raise SystemExit(f"libcore/CMakeLists.txt: mds_add_area({name}): link item {it!r} has no README name "
                                  f"in this test's EXTERNAL table")
         areas[name] = (deps, "torch" in items)
-    # Extra links added after the area (target_link_libraries(mds_X PRIVATE ...)).
+    # Extra links added after the area (target_link_libraries(mds_X PRIVATE ...)): the dl library, and torch, which
+    # the areas that call kernels/ link after it (so that CUDA's static runtime comes first on the link line).
     for m in re.finditer(r"^\s*target_link_libraries\(mds_(\w+)\s+(?:PUBLIC|PRIVATE)\s+([^)]*)\)", text, re.M):
         if m.group(1) in areas:
+            deps, torch = areas[m.group(1)]
             for it in m.group(2).split():
                 if it == "${CMAKE_DL_LIBS}":
-                    areas[m.group(1)][0].add("dl")
+                    deps.add("dl")
+                elif it == "torch":
+                    torch = True
+            areas[m.group(1)] = (deps, torch)
     return areas
 
 

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -130,14 +131,45 @@ void check_launch(const char* what, const LayerNormShape& s) {
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
+constexpr int kMaxDevices = 64;  // devices whose answers below are remembered; others ask every time
+
+// The shared memory a block may opt in to on `device`, asked of the runtime once per device.
+int shared_memory_optin(int device, const LayerNormShape& s) {
+    static std::atomic<int> known[kMaxDevices]{};
+    if (device < kMaxDevices) {
+        const int v = known[device].load(std::memory_order_relaxed);
+        if (v > 0) return v;
+    }
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+        check_launch("(device query)", s);
+    }
+    if (device < kMaxDevices) known[device].store(optin, std::memory_order_relaxed);
+    return optin;
+}
+
+// Lets `kernel` launch with `bytes` of dynamic shared memory on `device`, calling the runtime only when `bytes`
+// exceeds what `raised` (this kernel's record, per device) says was already allowed.
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, int device, int bytes, std::atomic<int>* raised, const LayerNormShape& s) {
+    if (bytes <= 48 * 1024) return;
+    if (device < kMaxDevices && raised[device].load(std::memory_order_relaxed) >= bytes) return;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+        check_launch("(shared memory opt-in)", s);
+    }
+    if (device < kMaxDevices) {
+        int was = raised[device].load(std::memory_order_relaxed);
+        while (was < bytes && !raised[device].compare_exchange_weak(was, bytes, std::memory_order_relaxed)) {
+        }
+    }
+}
+
 template <typename T>
 void backward(const void* dy, const void* x, const void* w, const float* mean, const float* rstd,
               const LayerNormShape& s, void* dx, float* dw, float* db, float* scratch, cudaStream_t stream) {
-    int device = 0, optin = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
-        check_launch("(device query)", s);
-    }
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) check_launch("(device query)", s);
+    const int optin = shared_memory_optin(device, s);
     const auto bytes_for = [&](int warps) { return (s.cols + 2 * static_cast<std::int64_t>(warps) * s.cols) * 4; };
     int warps = kMaxWarpsPerBlock;
     while (warps > 1 && bytes_for(warps) > optin) warps /= 2;
@@ -153,9 +185,8 @@ void backward(const void* dy, const void* x, const void* w, const float* mean, c
     constexpr int vec = 16 / sizeof(T);
     const bool packs = s.cols % vec == 0 && aligned16(dy) && aligned16(x) && aligned16(dx);
     auto* kernel = packs ? layer_norm_backward_rows<T, vec> : layer_norm_backward_rows<T, 1>;
-    if (bytes > 48 * 1024) {
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-    }
+    static std::atomic<int> raised[2][kMaxDevices]{};  // per kernel (packed or not) and device
+    allow_shared_memory(kernel, device, static_cast<int>(bytes), raised[packs ? 1 : 0], s);
     kernel<<<static_cast<unsigned>(blocks), warps * 32, bytes, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), mean, rstd, s.rows, cols,
         sl.rows_per_warp, sl.warps, static_cast<T*>(dx), scratch);

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "kernel_call.h"
+#include "mds/model/kernel_call.h"
 #include "kernels/layer_norm.h"
 #include "kernels/layer_norm_ref.h"
 #include "mds/model/cuda_kernels.h"

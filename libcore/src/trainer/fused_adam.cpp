@@ -3,17 +3,12 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
-#ifdef MDS_HAVE_CUDA_KERNELS
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 #include <algorithm>
 #include <cstring>
-#include <exception>
 
 #include "kernels/adam_ref.h"
 #include "mds/model/cuda_kernels.h"
+#include "mds/model/kernel_call.h"
 #include "mds/util/error.h"
 
 namespace mds::trainer {
@@ -31,16 +26,10 @@ at::Tensor upload(const std::vector<T>& v, const at::Device& device) {
     return upload(v.data(), v.size() * sizeof(T), device);
 }
 
-// Runs `f`; a kernel's failure (std::invalid_argument, std::runtime_error) becomes an mds::Error naming the step.
-template <typename F>
-void guarded(const char* what, F&& f) {
-    try {
-        f();
-    } catch (const Error&) {
-        throw;
-    } catch (const std::exception& e) {
-        throw Error(std::string("fused Adam step (") + what + "): " + e.what());
-    }
+// What the step's error messages name: "148 bf16 tensors on cuda:0 (the gradient norm)".
+std::string operands(const std::vector<at::Tensor>& params, const char* part) {
+    const auto device = params.empty() ? std::string("cpu") : params[0].device().str();
+    return std::to_string(params.size()) + " bf16 tensors on " + device + " (" + part + ")";
 }
 
 }  // namespace
@@ -75,7 +64,11 @@ FusedAdam::FusedAdam(std::vector<at::Tensor> params, std::vector<at::Tensor> mas
         numels.push_back(p.numel());
         group_.push_back(decay[i] ? 0 : 1);
     }
-    guarded("plan", [&] { chunks_ = kernels::adam_chunks(numels, first_); });
+    try {
+        chunks_ = kernels::adam_chunks(numels, first_);
+    } catch (const std::exception& e) {
+        throw Error("fused Adam step of " + operands(params_, "the chunk plan") + ": " + e.what());
+    }
     if (cuda()) {
         const auto device = params_[0].device();
         dev_chunks_ = upload(chunks_, device);
@@ -119,63 +112,62 @@ void FusedAdam::refresh() {
 at::Tensor FusedAdam::grad_sumsq(float grad_scale) {
     refresh();
     const auto n = static_cast<std::int64_t>(params_.size());
-    const auto device = params_.empty() ? at::Device(at::kCPU) : params_[0].device();
-    if (cuda()) {
-        auto sumsq = at::empty({n}, at::TensorOptions().dtype(at::kDouble).device(device));
+    if (n == 0) return at::zeros({0}, at::TensorOptions().dtype(at::kDouble));
+    const auto& on = params_[0];
+    auto sumsq = (on.is_cuda() ? at::empty({n}, on.options().dtype(at::kDouble))
+                               : at::zeros({n}, at::TensorOptions().dtype(at::kDouble)));
+    model::run_kernel(
+        "fused Adam step", on, operands(params_, "the gradient norm"),
+        [&](void* stream) {
 #ifdef MDS_HAVE_CUDA_KERNELS
-        const c10::cuda::CUDAGuard guard(device);
-        guarded("gradient norm", [&] {
             kernels::adam_grad_sumsq_cuda(static_cast<const kernels::AdamTensor*>(dev_table_.const_data_ptr()), n,
                                           static_cast<const kernels::AdamChunk*>(dev_chunks_.const_data_ptr()),
                                           static_cast<std::int64_t>(chunks_.size()), dev_first_.const_data_ptr<std::int64_t>(),
-                                          grad_scale, chunk_sums_.data_ptr<double>(), sumsq.data_ptr<double>(),
-                                          c10::cuda::getCurrentCUDAStream(device.index()).stream());
-        });
+                                          grad_scale, chunk_sums_.data_ptr<double>(), sumsq.data_ptr<double>(), stream);
+#else
+            (void)stream;
 #endif
-        return sumsq;
-    }
-    std::vector<double> chunk_sums(chunks_.size());
-    guarded("gradient norm", [&] {
-        at::parallel_for(0, static_cast<std::int64_t>(chunks_.size()), 1, [&](std::int64_t begin, std::int64_t end) {
-            for (auto c = begin; c < end; ++c) {
-                const auto& k = chunks_[static_cast<std::size_t>(c)];
-                chunk_sums[static_cast<std::size_t>(c)] =
-                    kernels::adam_grad_sumsq_ref(table_[static_cast<std::size_t>(k.tensor)], grad_scale, k.begin, k.begin + k.length);
-            }
+        },
+        [&] {
+            std::vector<double> chunk_sums(chunks_.size());
+            at::parallel_for(0, static_cast<std::int64_t>(chunks_.size()), 1, [&](std::int64_t begin, std::int64_t end) {
+                for (auto c = begin; c < end; ++c) {
+                    const auto& k = chunks_[static_cast<std::size_t>(c)];
+                    chunk_sums[static_cast<std::size_t>(c)] = kernels::adam_grad_sumsq_ref(
+                        table_[static_cast<std::size_t>(k.tensor)], grad_scale, k.begin, k.begin + k.length);
+                }
+            });
+            auto* out = sumsq.data_ptr<double>();
+            for (std::int64_t t = 0; t < n; ++t)
+                for (auto c = first_[static_cast<std::size_t>(t)]; c < first_[static_cast<std::size_t>(t) + 1]; ++c)
+                    out[t] += chunk_sums[static_cast<std::size_t>(c)];
         });
-    });
-    auto sumsq = at::zeros({n}, at::TensorOptions().dtype(at::kDouble));
-    auto* out = sumsq.data_ptr<double>();
-    for (std::int64_t t = 0; t < n; ++t)
-        for (auto c = first_[static_cast<std::size_t>(t)]; c < first_[static_cast<std::size_t>(t) + 1]; ++c)
-            out[t] += chunk_sums[static_cast<std::size_t>(c)];
     return sumsq;
 }
 
 void FusedAdam::step(const kernels::AdamHyper& h) {
     refresh();
-    if (cuda()) {
+    if (params_.empty()) return;
+    model::run_kernel(
+        "fused Adam step", params_[0], operands(params_, "the update"),
+        [&](void* stream) {
 #ifdef MDS_HAVE_CUDA_KERNELS
-        const auto device = params_[0].device();
-        const c10::cuda::CUDAGuard guard(device);
-        guarded("update", [&] {
             kernels::adam_step_cuda(static_cast<const kernels::AdamTensor*>(dev_table_.const_data_ptr()),
                                     static_cast<const kernels::AdamChunk*>(dev_chunks_.const_data_ptr()),
-                                    static_cast<std::int64_t>(chunks_.size()), h,
-                                    c10::cuda::getCurrentCUDAStream(device.index()).stream());
-        });
+                                    static_cast<std::int64_t>(chunks_.size()), h, stream);
+#else
+            (void)stream;
 #endif
-        return;
-    }
-    guarded("update", [&] {
-        const auto s = kernels::adam_scalars(h);
-        at::parallel_for(0, static_cast<std::int64_t>(chunks_.size()), 1, [&](std::int64_t begin, std::int64_t end) {
-            for (auto c = begin; c < end; ++c) {
-                const auto& k = chunks_[static_cast<std::size_t>(c)];
-                kernels::adam_step_ref(table_[static_cast<std::size_t>(k.tensor)], s, k.begin, k.begin + k.length);
-            }
+        },
+        [&] {
+            const auto s = kernels::adam_scalars(h);
+            at::parallel_for(0, static_cast<std::int64_t>(chunks_.size()), 1, [&](std::int64_t begin, std::int64_t end) {
+                for (auto c = begin; c < end; ++c) {
+                    const auto& k = chunks_[static_cast<std::size_t>(c)];
+                    kernels::adam_step_ref(table_[static_cast<std::size_t>(k.tensor)], s, k.begin, k.begin + k.length);
+                }
+            });
         });
-    });
 }
 
 }  // namespace mds::trainer

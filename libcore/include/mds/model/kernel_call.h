@@ -1,6 +1,6 @@
-// How the model area calls a kernels/ op on a tensor's device (internal to libcore/src/model): its CUDA launcher
-// on the current stream of a CUDA tensor's device, its CPU reference for a CPU tensor; a failure becomes an
-// mds::Error naming the op and the shapes. The including file is compiled with MDS_HAVE_CUDA_KERNELS where
+// How libcore's model and trainer areas call a kernels/ op on a tensor's device: its CUDA launcher on the current
+// stream of a CUDA tensor's device, its CPU reference for a CPU tensor; a failure becomes an mds::Error naming the
+// op and the operands. For those two areas' sources only: they are compiled with MDS_HAVE_CUDA_KERNELS where
 // kernels/ has CUDA kernels (libcore/CMakeLists.txt); without it a CUDA tensor is refused.
 #pragma once
 

@@ -127,6 +127,7 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
         }
         fused_ = std::make_unique<FusedAdam>(std::move(model), master_, exp_avg_, exp_avg_sq_, decay);
     }
+    if (fused_) return;  // the fused step counts its steps in steps_ alone
     const auto step_opts = at::TensorOptions().dtype(at::kFloat).device(
         params_.empty() || offload_ ? c10::Device(at::kCPU) : params_[0].tensor.device());
     for (std::size_t i = 0; i < decay_.size(); ++i) step_decay_.push_back(at::zeros({}, step_opts));

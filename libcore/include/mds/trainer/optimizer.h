@@ -148,7 +148,7 @@ private:
     std::vector<at::Tensor> master_, exp_avg_, exp_avg_sq_;
     std::vector<at::Tensor> master_grad_;  // fp32 copies (fp16/bf16 unfused, offload), or the parameters' .grad (fp32)
     std::vector<std::size_t> decay_, no_decay_;  // indices of the two parameter groups
-    std::vector<at::Tensor> step_decay_, step_no_decay_;  // the fused kernel's step counters
+    std::vector<at::Tensor> step_decay_, step_no_decay_;  // at::_fused_adamw_'s step counters (none when fused_)
     std::int64_t steps_ = 0;
 };
 

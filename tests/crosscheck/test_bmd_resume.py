@@ -24,7 +24,7 @@ the real program trains 2 of 4 iterations at PP=1, both sides resume that checkp
 iterations 3 and 4 must equal DeepSpeed's (fp64 accumulation) to 1e-6 relative.
 Then bf16 (ZeRO stage 0: DeepSpeed's BF16_Optimizer and its files, as tr11-176B) and fp16 (ZeRO stage 1) at PP=1,
 PP=2 and TP=2 the same way, with the tolerances of PRECISIONS (half-precision kernels round differently in the two
-programs), and the same checkpoint contents.
+programs), and the same checkpoint contents; and bf16 at PP=2 with mds-train's --adam-step-fusion (its side only).
 Exits 77 without ../shared/third_party, the Python packages, or the mds binaries.
 The bf16, fp16 and dropout cases run from test_bmd_resume_precisions.py (the fp32 ones and gnorm from here).
 Runs: `MDS_BIN=build/bin .venv/bin/python tests/crosscheck/test_bmd_resume.py [pp1 pp2 tp2 gnorm bf16-pp1 ...]`."""
@@ -199,10 +199,17 @@ PRECISIONS = {
     "bf16": (["--bf16"], {"bf16": True}, 1e-3, 0),
     "bf16z1": (["--bf16"], {"bf16": True, "data_types": {"grad_accum_dtype": "fp32"}}, 1e-3, 1),
     "fp16": (["--fp16"], {"fp16": True}, 1e-4, 1),
+    # bf16 with mds's own fused Adam step (--adam-step-fusion, mds-train's side only: MDS_ONLY): its checkpoint
+    # must be the BF16_Optimizer files the real program resumes, and it must resume the real program's. One
+    # data-parallel rank (bf16 partitions the states over several, which the fused step does not do).
+    "bf16fused": (["--bf16"], {"bf16": True}, 1e-3, 0),
     # fp32 with dropout on: the same masks after a resume only when the RNG states travel (the "CUDA" generator
     # for embedding and hidden dropout, the tracker's for attention dropout).
     "dropout": (["--hidden-dropout", "0.1", "--attention-dropout", "0.1"], {}, 1e-5, 1),
 }
+
+
+MDS_ONLY = {"bf16fused": ["--adam-step-fusion"]}  # precision: flags given to mds-train alone
 
 
 def cross_resume(tree, tmp, data, vocab, merges, name, ds):
@@ -214,6 +221,7 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
         ds = bmd_harness.ds_config(micro_batch_size=2, global_batch_size=4, zero_stage=zero, clip=1.0, **ds_extra)
     extra = extra + ["--zero-stage", zero]  # after flags()' own: the last one counts, for both programs
     pflags = lambda *a: flags(*a) + extra  # noqa: E731
+    mflags = lambda *a: pflags(*a) + MDS_ONLY.get(precision, [])  # noqa: E731
 
     d = os.path.join(tmp, name)
     os.makedirs(d)
@@ -229,7 +237,7 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
     copy(ck, ck + "-mds")
     r2 = tree.run(pflags(data, vocab, merges, ck + "-own", tp, pp), nproc=n, ds_config=ds, name=name + "-real2",
                   timeout=400)
-    m = run_mds(pflags(data, vocab, merges, ck + "-mds", tp, pp), os.path.join(d, "run-mds-from-real"),
+    m = run_mds(mflags(data, vocab, merges, ck + "-mds", tp, pp), os.path.join(d, "run-mds-from-real"),
                 name + "-mds-from-real", ds, n)
     print(f"{name}: real 10 ({r1.seconds:.1f} s), real resumes ({r2.seconds:.1f} s), mds resumes ({m.seconds:.1f} s)")
     if check(r2.ok, f"{name}: real resume failed\n{r2.tail()}") and \
@@ -238,13 +246,13 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
 
     # mds-train first (no checkpoint folder either), then both resume its checkpoint.
     ck = os.path.join(d, "mds")
-    m1 = run_mds(pflags(data, vocab, merges, ck, tp, pp), os.path.join(d, "run-mds1"), name + "-mds1", ds, n)
+    m1 = run_mds(mflags(data, vocab, merges, ck, tp, pp), os.path.join(d, "run-mds1"), name + "-mds1", ds, n)
     if not check(m1.ok, f"{name}: mds-train first launch failed (rc {m1.returncode})\n{m1.tail()}"):
         return
     started_from_scratch(name + " mds first launch", m1)
     copy(ck, ck + "-own")
     copy(ck, ck + "-real")
-    m2 = run_mds(pflags(data, vocab, merges, ck + "-own", tp, pp), os.path.join(d, "run-mds2"), name + "-mds2", ds, n)
+    m2 = run_mds(mflags(data, vocab, merges, ck + "-own", tp, pp), os.path.join(d, "run-mds2"), name + "-mds2", ds, n)
     r = tree.run(pflags(data, vocab, merges, ck + "-real", tp, pp), nproc=n, ds_config=ds, name=name + "-real-from-mds",
                  timeout=400)
     compare_checkpoints(name, os.path.join(d, "real"), ck, tp, pp, n)
@@ -294,7 +302,8 @@ def grad_norm(tree, tmp, ds):
 # half-precision and dropout cases run as their own ctest entry (test_bmd_resume_precisions.py): one
 # entry of all would be near ctest's 900 s limit.
 DEFAULT = list(CONFIGS) + ["gnorm"]  # CONFIGS has pp2dp2 too
-PRECISION_CASES = ["bf16-pp1", "bf16-pp2", "bf16-tp2", "fp16-pp1", "fp16-pp2", "fp16-tp2", "dropout-pp1", "dropout-tp2"]
+PRECISION_CASES = ["bf16-pp1", "bf16-pp2", "bf16-tp2", "fp16-pp1", "fp16-pp2", "fp16-tp2", "dropout-pp1", "dropout-tp2",
+                   "bf16fused-pp2"]
 
 
 def main(default=None):

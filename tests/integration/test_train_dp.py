@@ -410,6 +410,8 @@ def usage_errors(tmp, data):
         (["--tensor-model-parallel-size", "3"], 3, "--num-attention-heads 4 is not divisible by --tensor-model-parallel-size 3"),
         (["--tensor-model-parallel-size", "4"], 2, "world size 2 is not divisible by --tensor-model-parallel-size 4"),
         (["--global-batch-size", "6"], 4, "not divisible by micro batch size 2 × data parallel size 4"),
+        (["--bf16", "--adam-step-fusion"], 2,
+         "--adam-step-fusion: not with the optimizer states partitioned over 2 data-parallel ranks"),
     ]
     for extra, world, want in cases:
         outs = wait_all(start(flags(data, 5, extra), world, free_port()), timeout=120)

@@ -68,8 +68,10 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
     const bool partition = zero1 && zero1->members(Group::Data).size() > 1;
     if (config_.adam_step_fusion) {
         if (partition)
-            throw UsageError("--adam-step-fusion: not with ZeRO stage 1 over " + std::to_string(zero1->members(Group::Data).size()) +
-                             " data-parallel ranks (the fused step is the unpartitioned one; --zero-stage 0, or drop the flag)");
+            throw UsageError("--adam-step-fusion: not with the optimizer states partitioned over " +
+                             std::to_string(zero1->members(Group::Data).size()) +
+                             " data-parallel ranks (ZeRO stage 1, or bf16 at any stage as DeepSpeed's BF16_Optimizer; "
+                             "the fused step is the unpartitioned one: one data-parallel rank, or drop the flag)");
         if (offload_) throw UsageError("--adam-step-fusion: not with the optimizer offloaded to the host (--cpu-optimizer)");
         if (!params_.empty()) {
             if (const auto why = fused_adam_unsupported(params_[0].tensor); !why.empty())

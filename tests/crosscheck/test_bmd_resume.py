@@ -24,7 +24,7 @@ the real program trains 2 of 4 iterations at PP=1, both sides resume that checkp
 iterations 3 and 4 must equal DeepSpeed's (fp64 accumulation) to 1e-6 relative.
 Then bf16 (ZeRO stage 0: DeepSpeed's BF16_Optimizer and its files, as tr11-176B) and fp16 (ZeRO stage 1) at PP=1,
 PP=2 and TP=2 the same way, with the tolerances of PRECISIONS (half-precision kernels round differently in the two
-programs), and the same checkpoint contents; and bf16 at PP=2 with mds-train's --adam-step-fusion (its side only).
+programs), and the same checkpoint contents; and bf16 at PP=1 and PP=2 with mds-train's --adam-step-fusion (its side only).
 Exits 77 without ../shared/third_party, the Python packages, or the mds binaries.
 The bf16, fp16 and dropout cases run from test_bmd_resume_precisions.py (the fp32 ones and gnorm from here).
 Runs: `MDS_BIN=build/bin .venv/bin/python tests/crosscheck/test_bmd_resume.py [pp1 pp2 tp2 gnorm bf16-pp1 ...]`."""
@@ -200,8 +200,8 @@ PRECISIONS = {
     "bf16z1": (["--bf16"], {"bf16": True, "data_types": {"grad_accum_dtype": "fp32"}}, 1e-3, 1),
     "fp16": (["--fp16"], {"fp16": True}, 1e-4, 1),
     # bf16 with mds's own fused Adam step (--adam-step-fusion, mds-train's side only: MDS_ONLY): its checkpoint
-    # must be the BF16_Optimizer files the real program resumes, and it must resume the real program's. One
-    # data-parallel rank (bf16 partitions the states over several, which the fused step does not do).
+    # must be the BF16_Optimizer files the real program resumes, and it must resume the real program's; at PP=1
+    # (DP=2) each rank's fused step updates its partition.
     "bf16fused": (["--bf16"], {"bf16": True}, 1e-3, 0),
     # fp32 with dropout on: the same masks after a resume only when the RNG states travel (the "CUDA" generator
     # for embedding and hidden dropout, the tracker's for attention dropout).
@@ -303,7 +303,7 @@ def grad_norm(tree, tmp, ds):
 # entry of all would be near ctest's 900 s limit.
 DEFAULT = list(CONFIGS) + ["gnorm"]  # CONFIGS has pp2dp2 too
 PRECISION_CASES = ["bf16-pp1", "bf16-pp2", "bf16-tp2", "fp16-pp1", "fp16-pp2", "fp16-tp2", "dropout-pp1", "dropout-tp2",
-                   "bf16fused-pp2"]
+                   "bf16fused-pp1", "bf16fused-pp2"]
 
 
 def main(default=None):

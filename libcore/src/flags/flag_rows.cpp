@@ -313,8 +313,8 @@ void optimizer_rows(std::vector<FlagRow>& t) {
                  .help = "Adam's step of a bf16 model in two launches (the gradients' norm, then every parameter's "
                          "update): the model's bf16 gradients straight into the fp32 masters and moments, the masters back "
                          "into the model (no fp32 gradient copies): mds's CUDA kernels on a GPU, their CPU reference on the "
-                         "CPU; --bf16 on one data-parallel rank (bf16 partitions the states over several, as DeepSpeed's "
-                         "BF16_Optimizer), not with --cpu-optimizer",
+                         "CPU; partitioned over the data-parallel ranks, each rank its own part; --bf16, not with "
+                         "--cpu-optimizer",
                  .slot = MDS_SLOT(optimizer.adam_step_fusion),
                  .doc = "(mds only; the same update as the unfused step to fp32 rounding; off by default)"});
     t.push_back({.names = "--sgd-momentum", .group = g,

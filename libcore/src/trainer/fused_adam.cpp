@@ -43,45 +43,88 @@ std::string fused_adam_unsupported(const at::Tensor& p) {
     return {};
 }
 
-FusedAdam::FusedAdam(std::vector<at::Tensor> params, std::vector<at::Tensor> master, std::vector<at::Tensor> exp_avg,
-                     std::vector<at::Tensor> exp_avg_sq, const std::vector<bool>& decay)
-    : params_(std::move(params)), master_(std::move(master)), exp_avg_(std::move(exp_avg)),
-      exp_avg_sq_(std::move(exp_avg_sq)) {
-    const auto n = params_.size();
-    if (master_.size() != n || exp_avg_.size() != n || exp_avg_sq_.size() != n || decay.size() != n)
-        throw Error("fused Adam step: " + std::to_string(n) + " parameters but other counts of states");
+FusedAdam::FusedAdam(std::vector<at::Tensor> params, std::vector<FusedAdamSlice> slices)
+    : params_(std::move(params)), slices_(std::move(slices)) {
     std::vector<std::int64_t> numels;
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < params_.size(); ++i) {
         const auto& p = params_[i];
         if (const auto why = fused_adam_unsupported(p); !why.empty()) throw Error("fused Adam step: " + why);
         if (!p.is_contiguous()) throw Error("fused Adam step: parameter " + std::to_string(i) + " is not contiguous");
-        for (const auto* s : {&master_[i], &exp_avg_[i], &exp_avg_sq_[i]}) {
-            if (s->scalar_type() != at::kFloat || !s->is_contiguous() || s->numel() != p.numel() || s->device() != p.device())
-                throw Error("fused Adam step: the states of parameter " + std::to_string(i) +
-                            " are not contiguous fp32 tensors of its size on its device");
-        }
         if (p.device() != params_[0].device()) throw Error("fused Adam step: the parameters are on more than one device");
         numels.push_back(p.numel());
-        group_.push_back(decay[i] ? 0 : 1);
     }
+    plan(norm_, numels, "the norm's chunks");
+    numels.clear();
+    for (std::size_t k = 0; k < slices_.size(); ++k) {
+        const auto& sl = slices_[k];
+        const auto at = "fused Adam step: slice " + std::to_string(k);
+        if (sl.param >= params_.size()) throw Error(at + " names parameter " + std::to_string(sl.param) + " of " +
+                                                    std::to_string(params_.size()));
+        const auto& p = params_[sl.param];
+        if (sl.offset < 0 || sl.length < 0 || sl.offset + sl.length > p.numel())
+            throw Error(at + ": elements [" + std::to_string(sl.offset) + ", " + std::to_string(sl.offset + sl.length) +
+                        ") outside parameter " + std::to_string(sl.param) + "'s " + std::to_string(p.numel()));
+        for (const auto* t : {&sl.master, &sl.exp_avg, &sl.exp_avg_sq}) {
+            if (!t->defined() || t->scalar_type() != at::kFloat || !t->is_contiguous() || t->numel() != sl.length ||
+                t->device() != p.device())
+                throw Error(at + " (parameter " + std::to_string(sl.param) +
+                            "): its states are not contiguous fp32 tensors of its size on its device");
+        }
+        numels.push_back(sl.length);
+    }
+    plan(update_, numels, "the update's chunks");
+    if (cuda()) chunk_sums_ = at::empty({static_cast<std::int64_t>(norm_.chunks.size())},
+                                        params_[0].options().dtype(at::kDouble));
+}
+
+namespace {
+
+std::vector<FusedAdamSlice> whole(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& master,
+                                  const std::vector<at::Tensor>& exp_avg, const std::vector<at::Tensor>& exp_avg_sq,
+                                  const std::vector<bool>& decay) {
+    const auto n = params.size();
+    if (master.size() != n || exp_avg.size() != n || exp_avg_sq.size() != n || decay.size() != n)
+        throw Error("fused Adam step: " + std::to_string(n) + " parameters but other counts of states");
+    std::vector<FusedAdamSlice> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back({i, 0, params[i].numel(), master[i], exp_avg[i], exp_avg_sq[i], decay[i]});
+    return out;
+}
+
+}  // namespace
+
+FusedAdam::FusedAdam(std::vector<at::Tensor> params, const std::vector<at::Tensor>& master,
+                     const std::vector<at::Tensor>& exp_avg, const std::vector<at::Tensor>& exp_avg_sq,
+                     const std::vector<bool>& decay)
+    : FusedAdam(params, whole(params, master, exp_avg, exp_avg_sq, decay)) {}
+
+void FusedAdam::plan(Plan& plan, const std::vector<std::int64_t>& numels, const char* what) {
     try {
-        chunks_ = kernels::adam_chunks(numels, first_);
+        plan.chunks = kernels::adam_chunks(numels, plan.first);
     } catch (const std::exception& e) {
-        throw Error("fused Adam step of " + operands(params_, "the chunk plan") + ": " + e.what());
+        throw Error("fused Adam step of " + operands(params_, what) + ": " + e.what());
     }
     if (cuda()) {
-        const auto device = params_[0].device();
-        dev_chunks_ = upload(chunks_, device);
-        dev_first_ = upload(first_, device);
-        chunk_sums_ = at::empty({static_cast<std::int64_t>(chunks_.size())}, at::TensorOptions().dtype(at::kDouble).device(device));
+        plan.dev_chunks = upload(plan.chunks, params_[0].device());
+        plan.dev_first = upload(plan.first, params_[0].device());
     }
 }
 
 bool FusedAdam::cuda() const { return !params_.empty() && params_[0].is_cuda(); }
 
+void FusedAdam::set_table(Plan& plan, std::vector<kernels::AdamTensor> table) {
+    const auto same_as = [](const kernels::AdamTensor& a, const kernels::AdamTensor& b) {
+        return a.param == b.param && a.grad == b.grad && a.master == b.master && a.exp_avg == b.exp_avg &&
+               a.exp_avg_sq == b.exp_avg_sq && a.numel == b.numel && a.group == b.group;
+    };
+    const bool same = std::equal(table.begin(), table.end(), plan.table.begin(), plan.table.end(), same_as);
+    if (same && (plan.dev_table.defined() || !cuda())) return;
+    plan.table = std::move(table);
+    if (cuda()) plan.dev_table = upload(plan.table, params_[0].device());
+}
+
 void FusedAdam::refresh() {
-    std::vector<kernels::AdamTensor> table;
-    table.reserve(params_.size());
+    std::vector<kernels::AdamTensor> norm;  // the gradients alone
+    norm.reserve(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) {
         auto& p = params_[i];
         if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
@@ -90,23 +133,26 @@ void FusedAdam::refresh() {
             throw Error("fused Adam step: the gradient of parameter " + std::to_string(i) +
                         " is not a contiguous tensor of its dtype and size");
         kernels::AdamTensor t;
-        t.param = static_cast<std::uint16_t*>(p.data_ptr());
         t.grad = static_cast<const std::uint16_t*>(g.const_data_ptr());
-        t.master = master_[i].data_ptr<float>();
-        t.exp_avg = exp_avg_[i].data_ptr<float>();
-        t.exp_avg_sq = exp_avg_sq_[i].data_ptr<float>();
         t.numel = p.numel();
-        t.group = group_[i];
-        table.push_back(t);
+        norm.push_back(t);
     }
-    const auto same_as = [](const kernels::AdamTensor& a, const kernels::AdamTensor& b) {
-        return a.param == b.param && a.grad == b.grad && a.master == b.master && a.exp_avg == b.exp_avg &&
-               a.exp_avg_sq == b.exp_avg_sq && a.numel == b.numel && a.group == b.group;
-    };
-    const bool same = std::equal(table.begin(), table.end(), table_.begin(), table_.end(), same_as);
-    if (same && (dev_table_.defined() || !cuda())) return;
-    table_ = std::move(table);
-    if (cuda()) dev_table_ = upload(table_, params_[0].device());
+    std::vector<kernels::AdamTensor> update;
+    update.reserve(slices_.size());
+    for (const auto& sl : slices_) {
+        auto& p = params_[sl.param];
+        kernels::AdamTensor t;
+        t.param = static_cast<std::uint16_t*>(p.data_ptr()) + sl.offset;
+        t.grad = norm[sl.param].grad + sl.offset;
+        t.master = sl.master.data_ptr<float>();
+        t.exp_avg = sl.exp_avg.data_ptr<float>();
+        t.exp_avg_sq = sl.exp_avg_sq.data_ptr<float>();
+        t.numel = sl.length;
+        t.group = sl.decay ? 0 : 1;
+        update.push_back(t);
+    }
+    set_table(norm_, std::move(norm));
+    set_table(update_, std::move(update));
 }
 
 at::Tensor FusedAdam::grad_sumsq(float grad_scale) {
@@ -120,26 +166,28 @@ at::Tensor FusedAdam::grad_sumsq(float grad_scale) {
         "fused Adam step", on, operands(params_, "the gradient norm"),
         [&](void* stream) {
 #ifdef MDS_HAVE_CUDA_KERNELS
-            kernels::adam_grad_sumsq_cuda(static_cast<const kernels::AdamTensor*>(dev_table_.const_data_ptr()), n,
-                                          static_cast<const kernels::AdamChunk*>(dev_chunks_.const_data_ptr()),
-                                          static_cast<std::int64_t>(chunks_.size()), dev_first_.const_data_ptr<std::int64_t>(),
-                                          grad_scale, chunk_sums_.data_ptr<double>(), sumsq.data_ptr<double>(), stream);
+            kernels::adam_grad_sumsq_cuda(static_cast<const kernels::AdamTensor*>(norm_.dev_table.const_data_ptr()), n,
+                                          static_cast<const kernels::AdamChunk*>(norm_.dev_chunks.const_data_ptr()),
+                                          static_cast<std::int64_t>(norm_.chunks.size()),
+                                          norm_.dev_first.const_data_ptr<std::int64_t>(), grad_scale,
+                                          chunk_sums_.data_ptr<double>(), sumsq.data_ptr<double>(), stream);
 #else
             (void)stream;
 #endif
         },
         [&] {
-            std::vector<double> chunk_sums(chunks_.size());
-            at::parallel_for(0, static_cast<std::int64_t>(chunks_.size()), 1, [&](std::int64_t begin, std::int64_t end) {
+            const auto& chunks = norm_.chunks;
+            std::vector<double> chunk_sums(chunks.size());
+            at::parallel_for(0, static_cast<std::int64_t>(chunks.size()), 1, [&](std::int64_t begin, std::int64_t end) {
                 for (auto c = begin; c < end; ++c) {
-                    const auto& k = chunks_[static_cast<std::size_t>(c)];
+                    const auto& k = chunks[static_cast<std::size_t>(c)];
                     chunk_sums[static_cast<std::size_t>(c)] = kernels::adam_grad_sumsq_ref(
-                        table_[static_cast<std::size_t>(k.tensor)], grad_scale, k.begin, k.begin + k.length);
+                        norm_.table[static_cast<std::size_t>(k.tensor)], grad_scale, k.begin, k.begin + k.length);
                 }
             });
             auto* out = sumsq.data_ptr<double>();
             for (std::int64_t t = 0; t < n; ++t)
-                for (auto c = first_[static_cast<std::size_t>(t)]; c < first_[static_cast<std::size_t>(t) + 1]; ++c)
+                for (auto c = norm_.first[static_cast<std::size_t>(t)]; c < norm_.first[static_cast<std::size_t>(t) + 1]; ++c)
                     out[t] += chunk_sums[static_cast<std::size_t>(c)];
         });
     return sumsq;
@@ -147,24 +195,25 @@ at::Tensor FusedAdam::grad_sumsq(float grad_scale) {
 
 void FusedAdam::step(const kernels::AdamHyper& h) {
     refresh();
-    if (params_.empty()) return;
+    if (params_.empty() || update_.chunks.empty()) return;
     model::run_kernel(
         "fused Adam step", params_[0], operands(params_, "the update"),
         [&](void* stream) {
 #ifdef MDS_HAVE_CUDA_KERNELS
-            kernels::adam_step_cuda(static_cast<const kernels::AdamTensor*>(dev_table_.const_data_ptr()),
-                                    static_cast<const kernels::AdamChunk*>(dev_chunks_.const_data_ptr()),
-                                    static_cast<std::int64_t>(chunks_.size()), h, stream);
+            kernels::adam_step_cuda(static_cast<const kernels::AdamTensor*>(update_.dev_table.const_data_ptr()),
+                                    static_cast<const kernels::AdamChunk*>(update_.dev_chunks.const_data_ptr()),
+                                    static_cast<std::int64_t>(update_.chunks.size()), h, stream);
 #else
             (void)stream;
 #endif
         },
         [&] {
             const auto s = kernels::adam_scalars(h);
-            at::parallel_for(0, static_cast<std::int64_t>(chunks_.size()), 1, [&](std::int64_t begin, std::int64_t end) {
+            const auto& chunks = update_.chunks;
+            at::parallel_for(0, static_cast<std::int64_t>(chunks.size()), 1, [&](std::int64_t begin, std::int64_t end) {
                 for (auto c = begin; c < end; ++c) {
-                    const auto& k = chunks_[static_cast<std::size_t>(c)];
-                    kernels::adam_step_ref(table_[static_cast<std::size_t>(k.tensor)], s, k.begin, k.begin + k.length);
+                    const auto& k = chunks[static_cast<std::size_t>(c)];
+                    kernels::adam_step_ref(update_.table[static_cast<std::size_t>(k.tensor)], s, k.begin, k.begin + k.length);
                 }
             });
         });

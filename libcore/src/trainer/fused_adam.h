@@ -17,31 +17,50 @@ namespace mds::trainer {
 // bf16, a device other than the CPU or CUDA, CUDA without kernels/ built).
 std::string fused_adam_unsupported(const at::Tensor& p);
 
+// What one entry of the update covers: elements [offset, offset + length) of parameter `param`'s flat view (all of
+// it unpartitioned, a ZeRO fragment partitioned), with its fp32 master and moments of `length` elements each.
+struct FusedAdamSlice {
+    std::size_t param = 0;
+    std::int64_t offset = 0, length = 0;
+    at::Tensor master, exp_avg, exp_avg_sq;
+    bool decay = true;
+};
+
 class FusedAdam {
 public:
-    // One entry per parameter: the model's bf16 parameter (its .grad is read at each call), its fp32 master and
-    // moments (contiguous, of the parameter's size), whether weight decay applies. The tensors must outlive this.
-    FusedAdam(std::vector<at::Tensor> params, std::vector<at::Tensor> master, std::vector<at::Tensor> exp_avg,
-              std::vector<at::Tensor> exp_avg_sq, const std::vector<bool>& decay);
+    // The norm over every parameter's whole gradient (`params`, the model's bf16 parameters, whose .grad is read
+    // at each call); the update over `slices` (this rank's partition: every parameter whole, or its fragments).
+    // The tensors must outlive this.
+    FusedAdam(std::vector<at::Tensor> params, std::vector<FusedAdamSlice> slices);
+    // Unpartitioned: one slice per parameter, with its master and moments (of the parameter's size).
+    FusedAdam(std::vector<at::Tensor> params, const std::vector<at::Tensor>& master, const std::vector<at::Tensor>& exp_avg,
+              const std::vector<at::Tensor>& exp_avg_sq, const std::vector<bool>& decay);
 
     // Per parameter, Σ (g · grad_scale)² over its gradient: [n] fp64 on the parameters' device. A parameter
     // without a gradient gets a zero one first.
     at::Tensor grad_sumsq(float grad_scale);
-    // The update (kernels::AdamHyper; weight_decay[0] for the decay group, [1] for the rest).
+    // The update of the slices (kernels::AdamHyper; weight_decay[0] for the decay group, [1] for the rest).
     void step(const kernels::AdamHyper& h);
 
 private:
-    // The table of pointers, uploaded again when a gradient tensor moved (the first call, or after something
+    // A table of AdamTensor entries cut into chunks, with its device copies (CUDA only).
+    struct Plan {
+        std::vector<kernels::AdamChunk> chunks;
+        std::vector<std::int64_t> first;
+        std::vector<kernels::AdamTensor> table;
+        at::Tensor dev_table, dev_chunks, dev_first;
+    };
+    // The tables of pointers, uploaded again when a gradient tensor moved (the first call, or after something
     // replaced a .grad).
     void refresh();
+    void plan(Plan& plan, const std::vector<std::int64_t>& numels, const char* what);
+    void set_table(Plan& plan, std::vector<kernels::AdamTensor> table);
     bool cuda() const;
 
-    std::vector<at::Tensor> params_, master_, exp_avg_, exp_avg_sq_;
-    std::vector<std::int32_t> group_;
-    std::vector<kernels::AdamChunk> chunks_;
-    std::vector<std::int64_t> first_;
-    std::vector<kernels::AdamTensor> table_;
-    at::Tensor dev_table_, dev_chunks_, dev_first_, chunk_sums_;  // on the device (CUDA only)
+    std::vector<at::Tensor> params_;
+    std::vector<FusedAdamSlice> slices_;
+    Plan norm_, update_;       // over the whole gradients; over the slices
+    at::Tensor chunk_sums_;    // the norm's scratch (CUDA only)
 };
 
 }  // namespace mds::trainer

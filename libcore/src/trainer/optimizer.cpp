@@ -67,11 +67,6 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
     c10::NoGradGuard no_grad;
     const bool partition = zero1 && zero1->members(Group::Data).size() > 1;
     if (config_.adam_step_fusion) {
-        if (partition)
-            throw UsageError("--adam-step-fusion: not with the optimizer states partitioned over " +
-                             std::to_string(zero1->members(Group::Data).size()) +
-                             " data-parallel ranks (ZeRO stage 1, or bf16 at any stage as DeepSpeed's BF16_Optimizer; "
-                             "the fused step is the unpartitioned one: one data-parallel rank, or drop the flag)");
         if (offload_) throw UsageError("--adam-step-fusion: not with the optimizer offloaded to the host (--cpu-optimizer)");
         if (!params_.empty()) {
             if (const auto why = fused_adam_unsupported(params_[0].tensor); !why.empty())
@@ -100,8 +95,20 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
             z->master.push_back(offload_ ? host_copy(view) : separate_master_ ? view.to(at::kFloat).clone() : view);
             z->exp_avg.push_back(at::zeros_like(z->master.back()));
             z->exp_avg_sq.push_back(at::zeros_like(z->master.back()));
-            z->steps.push_back(at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(offload_ ? at::kCPU : p0.device())));
+            if (!config_.adam_step_fusion)
+                z->steps.push_back(at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(offload_ ? at::kCPU : p0.device())));
             if (offload_) z->host_grad.push_back(host_buffer(view));
+        }
+        if (config_.adam_step_fusion) {
+            // The norm over every whole gradient (each rank holds them all, averaged); the update over this
+            // rank's fragments, their masters and moments.
+            std::vector<at::Tensor> model;
+            for (const auto& p : params_) model.push_back(p.tensor);
+            std::vector<FusedAdamSlice> slices;
+            for (std::size_t k = 0; k < z->own.size(); ++k)
+                slices.push_back({z->own[k].param, z->own[k].offset, z->own[k].length, z->master[k], z->exp_avg[k],
+                                  z->exp_avg_sq[k], z->own_decay[k]});
+            fused_ = std::make_unique<FusedAdam>(std::move(model), std::move(slices));
         }
         zero_ = std::move(z);
         return;
@@ -144,8 +151,8 @@ void AdamOptimizer::zero_grad() {
 }
 
 StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros) {
-    if (zero_) return step_partitioned(lr, weight_decay, loss_scale, check_finite, count_zeros);
     if (fused_) return step_fused(lr, weight_decay, loss_scale, check_finite, count_zeros);
+    if (zero_) return step_partitioned(lr, weight_decay, loss_scale, check_finite, count_zeros);
     c10::NoGradGuard no_grad;
     StepResult r;
     // Main gradients in fp32, unscaled. A parameter that got no gradient contributes zeros. In fp32
@@ -233,7 +240,8 @@ StepResult AdamOptimizer::step_fused(double lr, double weight_decay, double loss
     h.weight_decay[0] = weight_decay;
     h.weight_decay[1] = 0.0;
     h.step = steps_;
-    fused_->step(h);
+    fused_->step(h);  // this rank's partition (all of it unpartitioned)
+    if (zero_) gather_partitions();
     return r;
 }
 
@@ -290,7 +298,13 @@ StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, doubl
     }
     if (separate_master_ || offload_)
         for (std::size_t k = 0; k < z.own.size(); ++k) flat_view(params_[z.own[k].param].tensor, z.own[k]).copy_(z.master[k]);
+    gather_partitions();
+    return r;
+}
+
+void AdamOptimizer::gather_partitions() {
     // Every rank's updated partition to every rank, one flat buffer per group in the parameters' dtype.
+    const auto& z = *zero_;
     const auto dtype = params_.empty() ? at::kFloat : params_[0].tensor.scalar_type();
     const auto device = params_.empty() ? c10::Device(at::kCPU) : params_[0].tensor.device();
     for (const auto& group : z.groups) {
@@ -304,7 +318,6 @@ StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, doubl
                 flat_view(params_[f.param].tensor, f).copy_(all[static_cast<std::size_t>(rr)].narrow(0, f.part_offset, f.length));
         }
     }
-    return r;
 }
 
 StatePartition AdamOptimizer::state_partition(int rank, int count) const {

@@ -1,6 +1,7 @@
 // --adam-step-fusion on the CPU (trainer/fused_adam.cpp running kernels/adam_ref.cpp): a bf16 model's steps give
 // the unfused optimizer's gradient norms, zero counts, masters, moments and weights to fp32 rounding, skip a
-// non-finite step alike, resume from a checkpoint's state alike; models and set-ups it cannot update are refused.
+// non-finite step alike, resume from a checkpoint's state alike; models and set-ups it cannot update are refused;
+// the update over ZeRO-1's fragments (slices) is the update over the whole parameters on those elements.
 #include <doctest/doctest.h>
 
 // After doctest: LibTorch defines its own CHECK (glog style), so this file spells DOCTEST_CHECK.
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../libcore/src/trainer/fused_adam.h"  // private to the trainer area
 #include "adam_support.h"
 #include "mds/model/gpt_model.h"
 #include "mds/trainer/optimizer.h"
@@ -156,4 +158,69 @@ TEST_CASE("adam step fusion: fp32 and fp16 models and the host-offloaded optimiz
                   "--adam-step-fusion: a bf16 model only, not Half (needs --bf16)");
     DOCTEST_CHECK(refusal(mds::model::Precision::BF16, true) ==
                   "--adam-step-fusion: not with the optimizer offloaded to the host (--cpu-optimizer)");
+}
+
+// The update over slices (ZeRO-1's fragments) is the update over whole parameters on those elements, to the bit:
+// slices at odd offsets and across chunk boundaries; elements no slice covers are left alone (another rank's).
+TEST_CASE("adam step fusion: slices of the parameters update exactly their elements") {
+    const std::vector<std::int64_t> sizes = {70001, 5, 40000};
+    std::vector<at::Tensor> whole_p, sliced_p, master, m1, m2;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        const auto x = at::sin(at::arange(sizes[i], at::TensorOptions().dtype(at::kFloat)) * (0.3 + 0.1 * static_cast<double>(i)));
+        whole_p.push_back(x.to(at::kBFloat16));
+        sliced_p.push_back(x.to(at::kBFloat16));
+        master.push_back(whole_p.back().to(at::kFloat));
+        m1.push_back(at::zeros({sizes[i]}));
+        m2.push_back(at::zeros({sizes[i]}));
+    }
+    FusedAdam whole(whole_p, master, m1, m2, {true, false, true});
+    // Parameter 0 in two slices, 1 whole, 2 in two with elements [100, 200) left to "another rank".
+    struct Range { std::size_t param; std::int64_t begin, end; };
+    const std::vector<Range> ranges = {{0, 0, 33333}, {0, 33333, 70001}, {1, 0, 5}, {2, 0, 100}, {2, 200, 40000}};
+    std::vector<FusedAdamSlice> slices;
+    for (const auto& r : ranges) {
+        const auto len = r.end - r.begin;
+        slices.push_back({r.param, r.begin, len, sliced_p[r.param].to(at::kFloat).narrow(0, r.begin, len).clone(),
+                          at::zeros({len}), at::zeros({len}), r.param != 1});
+    }
+    FusedAdam sliced(sliced_p, slices);
+    const auto untouched = sliced_p[2].narrow(0, 100, 100).clone();
+    for (int step = 1; step <= 3; ++step) {
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+            const auto g = at::cos(at::arange(sizes[i], at::TensorOptions().dtype(at::kFloat)) * (0.7 + step)).to(at::kBFloat16);
+            whole_p[i].mutable_grad() = g;
+            sliced_p[i].mutable_grad() = g.clone();
+        }
+        const auto a = whole.grad_sumsq(0.5f), b = sliced.grad_sumsq(0.5f);
+        DOCTEST_CHECK(at::equal(a, b));
+        mds::kernels::AdamHyper h;
+        h.grad_scale = 0.5f;
+        h.clip = 0.75f;
+        h.lr = 1e-2;
+        h.weight_decay[0] = 0.1;
+        h.step = step;
+        whole.step(h);
+        sliced.step(h);
+    }
+    for (std::size_t k = 0; k < ranges.size(); ++k) {
+        const auto& r = ranges[k];
+        INFO("slice " << k);
+        const auto len = r.end - r.begin;
+        DOCTEST_CHECK(at::equal(sliced_p[r.param].narrow(0, r.begin, len), whole_p[r.param].narrow(0, r.begin, len)));
+        DOCTEST_CHECK(at::equal(slices[k].master, master[r.param].narrow(0, r.begin, len)));
+        DOCTEST_CHECK(at::equal(slices[k].exp_avg_sq, m2[r.param].narrow(0, r.begin, len)));
+    }
+    DOCTEST_CHECK(at::equal(sliced_p[2].narrow(0, 100, 100), untouched));
+    DOCTEST_CHECK(!at::equal(whole_p[2].narrow(0, 100, 100), untouched));
+    // A slice outside its parameter, or with states of another size, is refused by name.
+    auto bad = slices;
+    bad[1].length += 1;
+    bad[1].master = at::zeros({bad[1].length});
+    bad[1].exp_avg = at::zeros({bad[1].length});
+    bad[1].exp_avg_sq = at::zeros({bad[1].length});
+    DOCTEST_CHECK_THROWS_WITH(FusedAdam(sliced_p, bad), "fused Adam step: slice 1: elements [33333, 70002) outside parameter 0's 70001");
+    bad = slices;
+    bad[3].exp_avg = at::zeros({7});
+    DOCTEST_CHECK_THROWS_WITH(FusedAdam(sliced_p, bad),
+                              "fused Adam step: slice 3 (parameter 2): its states are not contiguous fp32 tensors of its size on its device");
 }

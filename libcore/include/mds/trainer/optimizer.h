@@ -23,9 +23,10 @@
 // offloads only its partition. On a CPU-only machine "device" and host are both the CPU: the host
 // tensors are still separate copies, so that path is what runs and is tested there.
 //
-// --adam-step-fusion (a bf16 model, unpartitioned, not offloaded): trainer/fused_adam.h's two passes over the
-// model's bf16 gradients — their per-parameter sums of squares for the norm, then the update that writes the
-// masters, the moments and the model's weights — instead of fp32 main gradients and torch's fused AdamW.
+// --adam-step-fusion (a bf16 model, not offloaded): trainer/fused_adam.h's two passes over the model's bf16
+// gradients — their per-parameter sums of squares for the norm, then the update that writes the masters, the
+// moments and the model's weights (this rank's fragments with ZeRO-1, then the same gather) — instead of fp32
+// main gradients and torch's fused AdamW.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -120,6 +121,8 @@ public:
 private:
     struct Zero1;
     StepResult step_partitioned(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros);
+    // ZeRO-1, after this rank updated its fragments: every rank's partition to every rank.
+    void gather_partitions();
     // --adam-step-fusion (fused_adam.h): the norm and the update from the model's bf16 gradients.
     StepResult step_fused(double lr, double weight_decay, double loss_scale, bool check_finite, bool count_zeros);
     // The gradient norm and zero count into `r` from the fp32 unscaled main gradients `norm_of`

@@ -33,8 +33,9 @@
 # relocated copy); MDS_GPU_PACK_DRY=1: a CPU-only rehearsal (no nvidia-smi, no llm.c GPU build, bench/gpu at its
 # toy size on the CPU with MDS_GPU_PACK_IMPLS, default mds,eager,compile,llmc) so this script's logic runs anywhere.
 # MDS_GPU_PLAN=variants: instead of the steps above after test_train_gpu, mds-train's variants beside PyTorch
-# eager at both sizes (--cross-entropy-loss-fusion, --adam-step-fusion, --layernorm-backward-fusion, no timers, its
-# profile, --attention-backend flash, ALiBi; see the plan below): up to 10 minutes.
+# eager at both sizes (--cross-entropy-loss-fusion, --adam-step-fusion, --layernorm-backward-fusion,
+# --bias-grad-fusion, no timers, its profile, --attention-backend flash, ALiBi; see the plan below): up to 10
+# minutes.
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
@@ -209,8 +210,8 @@ bench() {  # bench NAME LIMIT ARGS...
 }
 # MDS_GPU_PLAN=variants: after the gpu tests, mds-train's variants beside PyTorch eager (no llm.c, no
 # torch.compile), in the order of what they decide, since the budget may end the list: the default (LibTorch 2.11
-# picks cuDNN's attention on an H200), the fused cross entropy, all three fusions (cross entropy, Adam step,
-# LayerNorm backward), 1.5B without and with them, no timers (--timing-log-level 0), 1.5B without the LayerNorm's,
+# picks cuDNN's attention on an H200), the fused cross entropy, all four fusions (cross entropy, Adam step,
+# LayerNorm backward, bias gradients), 1.5B without and with them, no timers (--timing-log-level 0), 1.5B without the LayerNorm's,
 # then the profiles (kernels by time, host synchronisations), FlashAttention instead, ALiBi; the tables and
 # mds-train's attention and profiler lines in summary.md.
 if [[ $plan == variants && $dry != 1 ]]; then
@@ -219,8 +220,9 @@ if [[ $plan == variants && $dry != 1 ]]; then
   # kernels/cross_entropy.cu instead of ATen's fp32 copy, log-softmax and NLL (25.8 of 177 ms per step on an H200).
   bench v124M-ce-fusion 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args=--cross-entropy-loss-fusion
   # and kernels/adam.cu's step (bf16 gradients straight into the fp32 masters; 40 of 416 ms at 1.5B unfused) and
-  # kernels/layer_norm.cu's backward (ATen's weight gradients of LayerNorm: 7.7 of 177 ms at 124M).
-  fusions="--cross-entropy-loss-fusion --adam-step-fusion --layernorm-backward-fusion"
+  # kernels/layer_norm.cu's backward (ATen's weight gradients of LayerNorm: 7.7 of 177 ms at 124M) and
+  # kernels/bias_grad.cu's bias gradients (ATen's column reductions: 7.0 of 177 ms at 124M).
+  fusions="--cross-entropy-loss-fusion --adam-step-fusion --layernorm-backward-fusion --bias-grad-fusion"
   bench v124M-fusions 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args "$fusions"
   bench v1.5B 150 --size 1.5B --device cuda --impls mds,eager --timeout 70
   bench v1.5B-fusions 70 --size 1.5B --device cuda --impls mds --timeout 60 --mds-args "$fusions"

@@ -27,7 +27,7 @@ from gpu_pack_elf import Elf  # noqa: E402
 TOOLS = ["mds-train", "mds-tokenizer-train", "mds-preprocess"]
 # Packed where built (nvcc was there at configure time): kernels/'s CUDA kernels against their CPU references
 # (tests/gpu/test_kernels_gpu.py). Statically linked to the CUDA runtime: they need only the driver.
-OPTIONAL_TOOLS = ["cross_entropy_gpu", "adam_gpu", "layer_norm_gpu"]
+OPTIONAL_TOOLS = ["cross_entropy_gpu", "adam_gpu", "layer_norm_gpu", "bias_grad_gpu"]
 # glibc: never packed. A program must use the C library of the loader that starts it, and every glibc system
 # has these; packing them would mix two glibc versions in one process.
 GLIBC = {"ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",

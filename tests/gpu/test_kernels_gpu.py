@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """kernels/'s CUDA kernels against their CPU references on the GPU (label gpu): runs bin/cross_entropy_gpu,
-bin/adam_gpu and bin/layer_norm_gpu, which exit 77 without a CUDA device. Skipped where nvcc did not build the
+bin/adam_gpu, bin/layer_norm_gpu and bin/bias_grad_gpu, which exit 77 without a CUDA device. Skipped where nvcc did not build the
 kernels (no such binaries)."""
 import os
 import subprocess
 import sys
 
 BIN = os.environ.get("MDS_BIN", "build/bin")
-TESTS = ["cross_entropy_gpu", "adam_gpu", "layer_norm_gpu"]
+TESTS = ["cross_entropy_gpu", "adam_gpu", "layer_norm_gpu", "bias_grad_gpu"]
 
 
 def main():

@@ -4,7 +4,7 @@ iterations in fp32 without dropout gives the same per-iteration lm loss on --dev
 (to 1e-4 relative: different GEMM and attention kernels, same math), --cross-entropy-loss-fusion's kernels the
 same losses as ATen's cross entropy (fp32: to 1e-5; bf16: the first loss to 1e-4), --adam-step-fusion's kernels
 the unfused bf16 losses (to 1e-2 relative after the first step), --layernorm-backward-fusion's ATen's LayerNorm's
-(fp32: to 1e-5), bf16 / fp16 with ALiBi and
+(fp32: to 1e-5), --bias-grad-fusion's autograd's (fp32: to 1e-5), bf16 / fp16 with ALiBi and
 activation recomputation train on the GPU with the loss falling; a GPU checkpoint (saved at --exit-interval)
 holds the CUDA generator state and resumes on the GPU, and on the CPU with --no-load-rng."""
 import os
@@ -91,6 +91,13 @@ def main():
         print(f"fp32 cuda layernorm-backward-fusion {ln}\nbf16 cuda layernorm-backward-fusion {bf16_ln}")
         if not stays_close(ln, gpu, 1e-6, 1e-5) or not stays_close(bf16_ln, bf16, 1e-6, 2e-2):
             print("FAIL: --layernorm-backward-fusion on cuda strays from ATen's LayerNorm's losses")
+            return 1
+        # --bias-grad-fusion (kernels/bias_grad.cu): the same forward; fp32 gradients to fp32 rounding.
+        bg = train(data, "cuda", ["--bias-grad-fusion"])
+        bf16_bg = train(data, "cuda", ["--bf16", "--bias-grad-fusion"])
+        print(f"fp32 cuda bias-grad-fusion {bg}\nbf16 cuda bias-grad-fusion {bf16_bg}")
+        if not stays_close(bg, gpu, 1e-6, 1e-5) or not stays_close(bf16_bg, bf16, 1e-6, 2e-2):
+            print("FAIL: --bias-grad-fusion on cuda strays from autograd's bias gradients' losses")
             return 1
         for flags in (["--bf16", "--position-embedding-type", "alibi", "--embed-layernorm", "--checkpoint-activations"],
                       ["--fp16", "--initial-loss-scale", "4096"]):

@@ -35,7 +35,7 @@ from testkit import check  # noqa: E402
 
 TOOLS = ["mds-train", "mds-tokenizer-train", "mds-preprocess"]
 # kernels/'s GPU tests, packed where nvcc built them: they start on this GPU-less machine and skip (77).
-KERNEL_TESTS = [t for t in ["cross_entropy_gpu", "adam_gpu", "layer_norm_gpu"] if os.path.isfile(os.path.join(BIN, t))]
+KERNEL_TESTS = [t for t in ["cross_entropy_gpu", "adam_gpu", "layer_norm_gpu", "bias_grad_gpu"] if os.path.isfile(os.path.join(BIN, t))]
 GLIBC = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "libutil.so.1", "libresolv.so.2",
          "ld-linux-x86-64.so.2"}
 MACHINE_OWN = GLIBC | {"libstdc++.so.6", "libgcc_s.so.1"}  # what the pack expects the GPU machine to have

@@ -4,7 +4,7 @@
     at the end; the loss falls well below its start;
   - TensorBoard events read back by TensorBoard's own EventAccumulator carry the tags tr1-13B logged;
   - fp16 (with the loss scale in the line) and bf16 train too; --cross-entropy-loss-fusion gives ATen's losses,
-    --adam-step-fusion the unfused step's, --layernorm-backward-fusion ATen's LayerNorm's;
+    --adam-step-fusion the unfused step's, --layernorm-backward-fusion ATen's LayerNorm's, --bias-grad-fusion autograd's;
   - --exit-interval, a --kill-switch-path file and SIGUSR1 stop cleanly (exit 0) between iterations;
   - usage errors (an unsupported flag, --save without --save-interval, --finetune without --load, a missing dataset) exit non-zero with
     a message naming the problem;
@@ -279,7 +279,7 @@ def fusions(tmp, data):
     --adam-step-fusion on the CPU (kernels/adam_ref.cpp): bf16, the same first loss (before any step) and a run that
     stays close; an fp32 model refused before the first iteration. --layernorm-backward-fusion on the CPU
     (kernels/layer_norm_ref.cpp): fp32, ATen's losses; bf16, the same first loss and a run that stays close; --fp16
-    refused."""
+    refused. --bias-grad-fusion on the CPU (kernels/bias_grad_ref.cpp): the same."""
     no_dropout = ["--attention-dropout", "0", "--hidden-dropout", "0", "--log-interval", "1"]
 
     def losses(extra):
@@ -310,8 +310,17 @@ def fusions(tmp, data):
     e = run(data + model_flags(6, ["--fp16", "--layernorm-backward-fusion"]))
     check(e.returncode != 0 and "--layernorm-backward-fusion takes fp32 or bf16, not --fp16" in e.stderr,
           f"--fp16 --layernorm-backward-fusion: exit {e.returncode}, {e.stderr[-300:]}")
+    bg, bf_bg = losses(["--bias-grad-fusion"]), losses(["--bf16", "--bias-grad-fusion"])
+    check(len(bg) == 6 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, bg)),
+          f"fp32 losses: autograd's bias gradients {base}, fused {bg}")
+    check(len(bf_bg) == 6 and abs(bf[0] - bf_bg[0]) <= 1e-6 * bf[0] and all(abs(a - b) <= 2e-2 * abs(a) for a, b in zip(bf, bf_bg)),
+          f"bf16 losses: autograd's bias gradients {bf}, fused {bf_bg}")
+    e = run(data + model_flags(6, ["--fp16", "--bias-grad-fusion"]))
+    check(e.returncode != 0 and "--bias-grad-fusion takes fp32 or bf16, not --fp16" in e.stderr,
+          f"--fp16 --bias-grad-fusion: exit {e.returncode}, {e.stderr[-300:]}")
     print(f"fusions: cross entropy fp32 {base[-1:]} = {fused[-1:]}, bf16 {bf[-1:]} ~ {bf_fused[-1:]}; "
-          f"adam step bf16 {bf[-1:]} ~ {bf_adam[-1:]}; layer norm fp32 {ln[-1:]}, bf16 {bf_ln[-1:]}")
+          f"adam step bf16 {bf[-1:]} ~ {bf_adam[-1:]}; layer norm fp32 {ln[-1:]}, bf16 {bf_ln[-1:]}; "
+          f"bias grad fp32 {bg[-1:]}, bf16 {bf_bg[-1:]}")
 
 
 def dry_run(tmp, data):

@@ -406,6 +406,13 @@ void precision_rows(std::vector<FlagRow>& t) {
                          "their CPU reference on the CPU; fp32 or bf16",
                  .slot = MDS_SLOT(model.layernorm_backward_fusion),
                  .doc = "(mds only; the same gradients as ATen's LayerNorm to fp32 rounding; off by default)"});
+    // mds's own (kernels/bias_grad.h); BMD's bias gradients are autograd's sums (or apex's fused dense).
+    t.push_back({.names = "--bias-grad-fusion", .group = g,
+                 .help = "The blocks' Linear bias gradients as column sums in one pass over the output gradient (per-slab "
+                         "sums added in a fixed order; ATen's matrix products for the rest): mds's CUDA kernels on a GPU, "
+                         "their CPU reference on the CPU; fp32 or bf16",
+                 .slot = MDS_SLOT(model.bias_grad_fusion),
+                 .doc = "(mds only; the same gradients as autograd's to fp32 rounding; off by default)"});
 }
 
 void logging_rows(std::vector<FlagRow>& t) {

@@ -63,6 +63,7 @@ void GptConfig::validate() const {
                          "reads the fp16 logits without an fp32 copy on a GPU)");
     if (layernorm_backward_fusion && precision == Precision::FP16)
         throw UsageError("--layernorm-backward-fusion takes fp32 or bf16, not --fp16");
+    if (bias_grad_fusion && precision == Precision::FP16) throw UsageError("--bias-grad-fusion takes fp32 or bf16, not --fp16");
     if (!(init_method_std > 0)) throw UsageError("--init-method-std must be positive");
     if (hidden_dropout < 0 || hidden_dropout >= 1) throw UsageError("--hidden-dropout must be in [0, 1)");
     if (attention_dropout < 0 || attention_dropout >= 1) throw UsageError("--attention-dropout must be in [0, 1)");

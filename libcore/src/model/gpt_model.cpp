@@ -12,6 +12,7 @@
 
 #include "mds/model/fused_cross_entropy.h"
 #include "mds/model/fused_layer_norm.h"
+#include "mds/model/fused_linear.h"
 #include "mds/util/error.h"
 #include "recompute.h"
 
@@ -117,6 +118,10 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
     if (config_.layernorm_backward_fusion) {
         if (const auto why = fused_layer_norm_unsupported(device_, scalar_type(config_.precision)); !why.empty())
             throw UsageError("--layernorm-backward-fusion: " + why);
+    }
+    if (config_.bias_grad_fusion) {
+        if (const auto why = fused_linear_unsupported(device_, scalar_type(config_.precision)); !why.empty())
+            throw UsageError("--bias-grad-fusion: " + why);
     }
     local_heads_ = config_.num_attention_heads / t;
     local_vocab_ = config_.padded_vocab_size / t;
@@ -287,9 +292,14 @@ at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at
     const auto batch = x.size(0), seq = x.size(1);
     const double eps = config_.layernorm_epsilon;
     const bool post_ln = config_.residual_post_layernorm;
+    // A Linear with its bias: --bias-grad-fusion's bias gradient where the input has the weights' dtype.
+    const auto linear = [&](const at::Tensor& in, const at::Tensor& w, const at::Tensor& bias) {
+        return config_.bias_grad_fusion && in.scalar_type() == w.scalar_type() ? fused_linear(in, w, bias)
+                                                                                : at::linear(in, w, bias);
+    };
 
     auto ln = layer_norm(x, b.ln1_w, b.ln1_b, eps);
-    auto qkv = at::linear(copy_to_tp(ln), b.qkv_w, b.qkv_b).view({batch, seq, n, 3, d});
+    auto qkv = linear(copy_to_tp(ln), b.qkv_w, b.qkv_b).view({batch, seq, n, 3, d});
     auto q = qkv.select(3, 0).transpose(1, 2);  // [b, n, s, d]
     auto k = qkv.select(3, 1).transpose(1, 2);
     auto v = qkv.select(3, 2).transpose(1, 2);
@@ -299,12 +309,12 @@ at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at
                                      : at::scaled_dot_product_attention(q, k, v, {}, p_attn, /*is_causal=*/true);
     ctx = ctx.transpose(1, 2).reshape({batch, seq, n * d});
     // Row-parallel: the partial products are summed over the group, then the (replicated) bias.
-    auto attn = tp_.size == 1 ? at::linear(ctx, b.dense_w, b.dense_b) : reduce_from_tp(at::linear(ctx, b.dense_w)) + b.dense_b;
+    auto attn = tp_.size == 1 ? linear(ctx, b.dense_w, b.dense_b) : reduce_from_tp(at::linear(ctx, b.dense_w)) + b.dense_b;
     auto y = (post_ln ? ln : x) + dropout(attn, config_.hidden_dropout, /*seq_first=*/true);
 
     ln = layer_norm(y, b.ln2_w, b.ln2_b, eps);
-    auto m = mlp_activation(at::linear(copy_to_tp(ln), b.fc1_w, b.fc1_b), config_.activation, config_.glu);
-    auto out = tp_.size == 1 ? at::linear(m, b.fc2_w, b.fc2_b) : reduce_from_tp(at::linear(m, b.fc2_w)) + b.fc2_b;
+    auto m = mlp_activation(linear(copy_to_tp(ln), b.fc1_w, b.fc1_b), config_.activation, config_.glu);
+    auto out = tp_.size == 1 ? linear(m, b.fc2_w, b.fc2_b) : reduce_from_tp(at::linear(m, b.fc2_w)) + b.fc2_b;
     return (post_ln ? ln : y) + dropout(out, config_.hidden_dropout, /*seq_first=*/true);
 }
 

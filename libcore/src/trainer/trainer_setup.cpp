@@ -68,6 +68,7 @@ model::GptConfig model_config(const flags::TrainArgs& args, std::int64_t padded_
     c.fp32_residual = m.fp32_residual_connection;
     c.cross_entropy_fusion = m.cross_entropy_loss_fusion;
     c.layernorm_backward_fusion = m.layernorm_backward_fusion;
+    c.bias_grad_fusion = m.bias_grad_fusion;
     c.checkpoint_activations = m.checkpoint_activations;
     c.checkpoint_num_layers = m.checkpoint_num_layers;
     c.precision = args.optimizer.fp16 ? model::Precision::FP16 : args.optimizer.bf16 ? model::Precision::BF16 : model::Precision::FP32;

@@ -225,3 +225,14 @@ TEST_CASE("--layernorm-backward-fusion: the model's loss and gradients as withou
     CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--layernorm-backward-fusion takes fp32 or bf16, not --fp16"),
                          mds::UsageError);
 }
+
+TEST_CASE("--bias-grad-fusion: the model's loss and gradients as without it; fp16 refused") {
+    auto c = tiny();
+    c.bias_grad_fusion = false;
+    GptModel plain(c, c10::Device(at::kCPU), 6);
+    c.bias_grad_fusion = true;
+    GptModel fused(c, c10::Device(at::kCPU), 6);
+    check_same_loss_and_grads(plain, fused);
+    c.precision = Precision::FP16;
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--bias-grad-fusion takes fp32 or bf16, not --fp16"), mds::UsageError);
+}

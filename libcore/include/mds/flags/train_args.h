@@ -47,6 +47,7 @@ struct ModelArgs {
     bool fp16_lm_cross_entropy = false;                  // --fp16-lm-cross-entropy (needs --fp16, as in BMD)
     bool init_method_xavier_uniform = false;             // --init-method-xavier-uniform (BMD's ViT only)
     bool layernorm_backward_fusion = false;              // --layernorm-backward-fusion (mds only): kernels/layer_norm
+    bool bias_grad_fusion = false;                       // --bias-grad-fusion (mds only): kernels/bias_grad
     bool cross_entropy_loss_fusion = false;              // --cross-entropy-loss-fusion (Megatron-LM's): kernels/cross_entropy
     bool fp32_residual_connection = false;               // --fp32-residual-connection (needs --fp16 or --bf16)
     double layernorm_epsilon = 1e-5;                     // --layernorm-epsilon

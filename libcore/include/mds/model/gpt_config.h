@@ -61,6 +61,9 @@ struct GptConfig {
     // --layernorm-backward-fusion: the blocks' and the final LayerNorms through model/fused_layer_norm.h (fp32 or
     // bf16; a LayerNorm whose input is fp32 under bf16 weights, --fp32-residual-connection, stays ATen's).
     bool layernorm_backward_fusion = false;
+    // --bias-grad-fusion: the blocks' Linear layers with a bias through model/fused_linear.h (fp32 or bf16): the
+    // bias's gradient from kernels/bias_grad.h instead of autograd's sum over the rows.
+    bool bias_grad_fusion = false;
 
     std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
     // Megatron's projection_size: the width of Q, K, V and of the attention output's input.

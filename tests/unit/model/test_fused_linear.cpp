@@ -1,0 +1,89 @@
+// mds-train --bias-grad-fusion on the CPU: model/fused_linear.h's autograd function gives at::linear's output and its
+// gradients for the input, the weight and the bias, in fp32 and bf16, for 2-D and 3-D inputs, and where some of
+// them need no gradient.
+#include <doctest/doctest.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <array>
+#include <cmath>
+
+#include "mds/model/fused_linear.h"
+#include "mds/util/error.h"
+
+using mds::model::fused_linear;
+
+namespace {
+
+// Output and gradients (x, weight, bias) of sum(r · linear(x)) with at::linear or the fused one.
+std::array<at::Tensor, 4> linear_grads(const at::Tensor& x_in, const at::Tensor& w_in, const at::Tensor& b_in,
+                                       const at::Tensor& r, bool fused, bool x_grad = true) {
+    auto x = x_in.detach().clone().requires_grad_(x_grad);
+    auto w = w_in.detach().clone().requires_grad_(true);
+    auto b = b_in.detach().clone().requires_grad_(true);
+    const auto y = fused ? fused_linear(x, w, b) : at::linear(x, w, b);
+    torch::autograd::backward({(y.to(at::kFloat) * r).sum()});
+    return {y.detach(), x.grad(), w.grad(), b.grad()};
+}
+
+// max |a - b| / max |b|, in fp32.
+double linear_normwise(const at::Tensor& a, const at::Tensor& b) {
+    const auto x = a.to(at::kFloat), y = b.to(at::kFloat);
+    return (x - y).abs().max().item<double>() / std::max(y.abs().max().item<double>(), 1e-30);
+}
+
+}  // namespace
+
+TEST_CASE("fused linear = at::linear in fp32: the output and the three gradients") {
+    at::manual_seed(21);
+    for (const auto& shape : {std::vector<std::int64_t>{37, 24}, std::vector<std::int64_t>{3, 5, 24}}) {
+        INFO("shape " << c10::str(shape));
+        const auto x = at::randn(shape);
+        const auto w = at::randn({40, 24});
+        const auto b = at::randn({40});
+        auto out_shape = shape;
+        out_shape.back() = 40;
+        const auto r = at::randn(out_shape);
+        const auto want = linear_grads(x, w, b, r, false);
+        const auto got = linear_grads(x, w, b, r, true);
+        CHECK(at::equal(got[0], want[0]));  // the same forward
+        for (int k = 1; k < 4; ++k) {
+            INFO("gradient " << k);
+            CHECK((got[k].sizes() == want[k].sizes()));
+            CHECK(linear_normwise(got[k], want[k]) < 1e-6);
+        }
+        // The bias gradient: the column sums of r, whatever the input.
+        CHECK(linear_normwise(got[3], r.reshape({-1, 40}).sum(0)) < 1e-6);
+    }
+}
+
+TEST_CASE("fused linear in bf16, and an input that needs no gradient") {
+    at::manual_seed(22);
+    const auto x = at::randn({2, 64, 32}).to(at::kBFloat16);
+    const auto w = (at::randn({48, 32}) * 0.2).to(at::kBFloat16);
+    const auto b = at::randn({48}).to(at::kBFloat16);
+    const auto r = at::randn({2, 64, 48});
+    const auto want = linear_grads(x, w, b, r, false);
+    const auto got = linear_grads(x, w, b, r, true);
+    CHECK(at::equal(got[0], want[0]));
+    for (int k = 1; k < 4; ++k) {
+        INFO("gradient " << k);
+        CHECK((got[k].scalar_type() == at::kBFloat16));
+        CHECK(linear_normwise(got[k], want[k]) < 1e-2);  // bf16 results of fp32 sums in different orders
+    }
+    const auto no_x = linear_grads(x, w, b, r, true, /*x_grad=*/false);
+    CHECK(!no_x[1].defined());
+    CHECK(at::equal(no_x[2], got[2]));
+    CHECK(at::equal(no_x[3], got[3]));
+}
+
+TEST_CASE("fused linear refuses mismatched shapes and dtypes, and fp16") {
+    const auto x = at::randn({4, 8});
+    CHECK_THROWS_WITH_AS(fused_linear(x, at::ones({5, 7}), at::zeros({5})),
+                         doctest::Contains("weight [out, in] and bias [out] of x's dtype expected"), mds::Error);
+    CHECK_THROWS_AS(fused_linear(x, at::ones({5, 8}), at::zeros({4})), mds::Error);
+    CHECK_THROWS_AS(fused_linear(x, at::ones({5, 8}, at::kBFloat16), at::zeros({5}, at::kBFloat16)), mds::Error);
+    CHECK_THROWS_WITH_AS(fused_linear(x.to(at::kHalf), at::ones({5, 8}, at::kHalf), at::zeros({5}, at::kHalf)),
+                         doctest::Contains("fp32 or bf16 only, not Half"), mds::Error);
+}

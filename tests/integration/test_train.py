@@ -229,6 +229,10 @@ def profile_and_attention(tmp, data):
         steps = sorted(n for n in names if n.startswith("ProfilerStep#"))
         check(steps == ["ProfilerStep#3", "ProfilerStep#4"], f"profiler steps {steps}")
         check(any(n in names for n in ("aten::addmm", "aten::mm", "aten::linear")), "no matrix product in the trace")
+        # Q, K and V's gradients stacked in one copy (unbind's backward), not three zero-filled QKV-sized tensors
+        # (select's) added up.
+        check("aten::select_backward" not in names and "aten::stack" in names,
+              f"select_backward {'aten::select_backward' in names}, stack {'aten::stack' in names} in the trace")
     rows = re.findall(r"profiler: +([0-9.]+) +([0-9.]+)% +([0-9.]+)  (aten::\S+)", out)
     check("profiler: CPU operators:" in out and len(rows) >= 5, f"profile summary rows: {rows}")
     check(sum(float(x[1]) for x in rows) <= 100.5 and all(float(x[0]) > 0 for x in rows), f"rows {rows}")

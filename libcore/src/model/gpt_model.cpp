@@ -230,8 +230,8 @@ std::string GptModel::attention_kernel(std::int64_t batch, std::int64_t seq, boo
         return "unfused (" + mask + ", attention dropout on a CPU: scores and probabilities in memory)";
     // The q, k, v views and the bias block_forward gives SDPA; only their shapes, strides and dtype count.
     const auto opts = at::TensorOptions().device(device_).dtype(scalar_type(config_.precision));
-    const auto qkv = at::empty({batch, seq, local_heads_, 3, config_.head_dim()}, opts);
-    const auto q = qkv.select(3, 0).transpose(1, 2), k = qkv.select(3, 1).transpose(1, 2), v = qkv.select(3, 2).transpose(1, 2);
+    const auto qkv = at::empty({batch, seq, local_heads_, 3, config_.head_dim()}, opts).unbind(3);
+    const auto q = qkv[0].transpose(1, 2), k = qkv[1].transpose(1, 2), v = qkv[2].transpose(1, 2);
     std::optional<at::Tensor> bias;
     if (alibi || segments) bias = at::empty({segments ? batch : 1, alibi ? local_heads_ : 1, seq, seq}, opts);
     const std::string with = " (SDPA, " + mask + ")";
@@ -299,10 +299,12 @@ at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at
     };
 
     auto ln = layer_norm(x, b.ln1_w, b.ln1_b, eps);
-    auto qkv = linear(copy_to_tp(ln), b.qkv_w, b.qkv_b).view({batch, seq, n, 3, d});
-    auto q = qkv.select(3, 0).transpose(1, 2);  // [b, n, s, d]
-    auto k = qkv.select(3, 1).transpose(1, 2);
-    auto v = qkv.select(3, 2).transpose(1, 2);
+    // Megatron's [n, 3, d] per token. unbind, not three selects: its backward stacks dq, dk, dv into one tensor in
+    // one copy, where each select's backward fills a zero tensor of the whole QKV size and autograd adds the three.
+    const auto qkv = linear(copy_to_tp(ln), b.qkv_w, b.qkv_b).view({batch, seq, n, 3, d}).unbind(3);
+    auto q = qkv[0].transpose(1, 2);  // [b, n, s, d]
+    auto k = qkv[1].transpose(1, 2);
+    auto v = qkv[2].transpose(1, 2);
     const double p_attn = training_ ? config_.attention_dropout : 0.0;
     auto ctx = p_attn > 0 && !device_.is_cuda() ? attention_with_dropout(q, k, v, attn_bias, p_attn)
                : attn_bias.defined() ? at::scaled_dot_product_attention(q, k, v, attn_bias, p_attn, /*is_causal=*/false)

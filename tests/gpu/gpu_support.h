@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype.h"
+
 namespace mds::gpu_test {
 
 inline bool cuda_ok(cudaError_t e, const char* what) {
@@ -63,6 +65,13 @@ int run_cases(const char* test, const std::vector<Case>& cases, Run&& run, Descr
     }
     std::printf("%s: %zu cases, %d failed\n", test, cases.size(), failed);
     return failed == 0 ? 0 : 1;
+}
+
+// run_cases' description of a case over rows of columns: "its name (rows x cols, dtype)".
+template <typename Case>
+std::string describe_rows(const Case& c) {
+    return c.name + " (" + std::to_string(c.shape.rows) + " x " + std::to_string(c.shape.cols) + ", " +
+           mds::kernels::dtype_name(c.dtype) + ")";
 }
 
 }  // namespace mds::gpu_test

@@ -154,9 +154,5 @@ int main() {
     };
     std::mt19937_64 rng(4321);
     return mds::gpu_test::run_cases(
-        "layer_norm_gpu", cases, [&](const Case& c) { return run_case(c, rng); },
-        [](const Case& c) {
-            return c.name + " (" + std::to_string(c.shape.rows) + " x " + std::to_string(c.shape.cols) + ", " +
-                   dtype_name(c.dtype) + ")";
-        });
+        "layer_norm_gpu", cases, [&](const Case& c) { return run_case(c, rng); }, mds::gpu_test::describe_rows<Case>);
 }

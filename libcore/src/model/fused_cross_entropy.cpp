@@ -10,7 +10,6 @@
 #include "mds/model/kernel_call.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cross_entropy_ref.h"
-#include "mds/model/cuda_kernels.h"
 #include "mds/util/error.h"
 
 namespace mds::model {
@@ -82,14 +81,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
 }  // namespace
 
 std::string fused_cross_entropy_unsupported(const c10::Device& device, c10::ScalarType dtype) {
-    if (dtype != at::kFloat && dtype != at::kBFloat16) {
-        return std::string("fp32 or bf16 logits only, not ") + c10::toString(dtype);
-    }
-#ifndef MDS_HAVE_CUDA_KERNELS
-    if (device.is_cuda()) return kBuiltWithoutCudaKernels;
-#endif
-    if (!device.is_cuda() && !device.is_cpu()) return "CPU or CUDA devices only, not " + device.str();
-    return {};
+    return kernel_unsupported(device, dtype, "logits");
 }
 
 at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& labels) {

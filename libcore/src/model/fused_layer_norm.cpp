@@ -10,7 +10,6 @@
 #include "mds/model/kernel_call.h"
 #include "kernels/layer_norm.h"
 #include "kernels/layer_norm_ref.h"
-#include "mds/model/cuda_kernels.h"
 #include "mds/util/error.h"
 
 namespace mds::model {
@@ -64,12 +63,7 @@ struct FusedLayerNorm : public torch::autograd::Function<FusedLayerNorm> {
 }  // namespace
 
 std::string fused_layer_norm_unsupported(const c10::Device& device, c10::ScalarType dtype) {
-    if (dtype != at::kFloat && dtype != at::kBFloat16) return std::string("fp32 or bf16 only, not ") + c10::toString(dtype);
-#ifndef MDS_HAVE_CUDA_KERNELS
-    if (device.is_cuda()) return kBuiltWithoutCudaKernels;
-#endif
-    if (!device.is_cuda() && !device.is_cpu()) return "CPU or CUDA devices only, not " + device.str();
-    return {};
+    return kernel_unsupported(device, dtype);
 }
 
 at::Tensor fused_layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {

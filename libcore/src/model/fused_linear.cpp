@@ -9,7 +9,6 @@
 
 #include "kernels/bias_grad.h"
 #include "kernels/bias_grad_ref.h"
-#include "mds/model/cuda_kernels.h"
 #include "mds/model/kernel_call.h"
 #include "mds/util/error.h"
 
@@ -60,12 +59,7 @@ struct FusedLinear : public torch::autograd::Function<FusedLinear> {
 }  // namespace
 
 std::string fused_linear_unsupported(const c10::Device& device, c10::ScalarType dtype) {
-    if (dtype != at::kFloat && dtype != at::kBFloat16) return std::string("fp32 or bf16 only, not ") + c10::toString(dtype);
-#ifndef MDS_HAVE_CUDA_KERNELS
-    if (device.is_cuda()) return kBuiltWithoutCudaKernels;
-#endif
-    if (!device.is_cuda() && !device.is_cpu()) return "CPU or CUDA devices only, not " + device.str();
-    return {};
+    return kernel_unsupported(device, dtype);
 }
 
 at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

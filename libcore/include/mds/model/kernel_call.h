@@ -5,6 +5,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #ifdef MDS_HAVE_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
@@ -19,6 +21,18 @@
 #include "mds/util/error.h"
 
 namespace mds::model {
+
+// Empty when kernels/ can run tensors of `dtype` on `device` (fp32 or bf16; the CPU, or CUDA where the kernels were
+// built), else why not; `values` names them in the message ("logits": "fp32 or bf16 logits only, not Half").
+inline std::string kernel_unsupported(const c10::Device& device, c10::ScalarType dtype, const std::string& values = "") {
+    if (dtype != at::kFloat && dtype != at::kBFloat16)
+        return "fp32 or bf16 " + (values.empty() ? std::string() : values + " ") + "only, not " + c10::toString(dtype);
+#ifndef MDS_HAVE_CUDA_KERNELS
+    if (device.is_cuda()) return kBuiltWithoutCudaKernels;
+#endif
+    if (!device.is_cuda() && !device.is_cpu()) return "CPU or CUDA devices only, not " + device.str();
+    return {};
+}
 
 inline kernels::Dtype kernel_dtype(const at::Tensor& t) {
     return t.scalar_type() == at::kFloat ? kernels::Dtype::F32 : kernels::Dtype::BF16;

@@ -24,7 +24,8 @@ the real program trains 2 of 4 iterations at PP=1, both sides resume that checkp
 iterations 3 and 4 must equal DeepSpeed's (fp64 accumulation) to 1e-6 relative.
 Then bf16 (ZeRO stage 0: DeepSpeed's BF16_Optimizer and its files, as tr11-176B) and fp16 (ZeRO stage 1) at PP=1,
 PP=2 and TP=2 the same way, with the tolerances of PRECISIONS (half-precision kernels round differently in the two
-programs), and the same checkpoint contents; and bf16 at PP=1 and PP=2 with mds-train's --adam-step-fusion (its side only).
+programs), and the same checkpoint contents; and on mds-train's side only, its fused kernels: bf16 at PP=1 (DP=2) with
+--adam-step-fusion, bf16 at PP=2 with all four fusions, fp32 at TP=2 with --bias-grad-fusion.
 Exits 77 without ../shared/third_party, the Python packages, or the mds binaries.
 The bf16, fp16 and dropout cases run from test_bmd_resume_precisions.py (the fp32 ones and gnorm from here).
 Runs: `MDS_BIN=build/bin .venv/bin/python tests/crosscheck/test_bmd_resume.py [pp1 pp2 tp2 gnorm bf16-pp1 ...]`."""
@@ -203,13 +204,22 @@ PRECISIONS = {
     # must be the BF16_Optimizer files the real program resumes, and it must resume the real program's; at PP=1
     # (DP=2) each rank's fused step updates its partition.
     "bf16fused": (["--bf16"], {"bf16": True}, 1e-3, 0),
+    # bf16 with every fusion of mds-train (MDS_ONLY): the fused cross entropy, LayerNorm backward, bias gradients
+    # and Adam step train the model the real program trains, and their checkpoint is the one it resumes.
+    "bf16all": (["--bf16"], {"bf16": True}, 1e-3, 0),
+    # fp32 with the fused bias gradients (MDS_ONLY), at TP=2 the column-parallel layers' only: fp32's tolerance.
+    "bgf": ([], {}, 1e-5, 1),
     # fp32 with dropout on: the same masks after a resume only when the RNG states travel (the "CUDA" generator
     # for embedding and hidden dropout, the tracker's for attention dropout).
     "dropout": (["--hidden-dropout", "0.1", "--attention-dropout", "0.1"], {}, 1e-5, 1),
 }
 
 
-MDS_ONLY = {"bf16fused": ["--adam-step-fusion"]}  # precision: flags given to mds-train alone
+MDS_ONLY = {  # precision: flags given to mds-train alone
+    "bf16fused": ["--adam-step-fusion"],
+    "bf16all": ["--adam-step-fusion", "--cross-entropy-loss-fusion", "--layernorm-backward-fusion", "--bias-grad-fusion"],
+    "bgf": ["--bias-grad-fusion"],
+}
 
 
 def cross_resume(tree, tmp, data, vocab, merges, name, ds):
@@ -298,12 +308,12 @@ def grad_norm(tree, tmp, ds):
     compare("gnorm mds resumes real", m, r2, [3, 4], keys=("lm loss",))
 
 
-# Any "<fp32|bf16|fp16>-<pp1|pp2|tp2>" runs by name. Each real launch takes 20-30 s on 2 cores, so the
+# Any "<precision>-<pp1|pp2|tp2|pp2dp2>" runs by name (a PRECISIONS key; fp32 without "fp32-"). Each real launch takes 20-30 s on 2 cores, so the
 # half-precision and dropout cases run as their own ctest entry (test_bmd_resume_precisions.py): one
 # entry of all would be near ctest's 900 s limit.
 DEFAULT = list(CONFIGS) + ["gnorm"]  # CONFIGS has pp2dp2 too
 PRECISION_CASES = ["bf16-pp1", "bf16-pp2", "bf16-tp2", "fp16-pp1", "fp16-pp2", "fp16-tp2", "dropout-pp1", "dropout-tp2",
-                   "bf16fused-pp1", "bf16fused-pp2"]
+                   "bf16fused-pp1", "bf16all-pp2", "bgf-tp2"]
 
 
 def main(default=None):

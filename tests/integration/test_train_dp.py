@@ -98,22 +98,23 @@ def curve(out):
     return losses, valid
 
 
-def same_curve(name, ref, got, rtol=2e-5):
+def same_curve(name, ref, got, rtol=2e-5, against="one process"):
+    """`got`'s iteration and validation lines against `ref`'s, the run `against` names."""
     (rl, rv), (gl, gv) = ref, got
-    if not check(len(gl) == len(rl) == ITERS, f"{name}: {len(gl)} iteration lines, one process printed {len(rl)}"):
+    if not check(len(gl) == len(rl) == ITERS, f"{name}: {len(gl)} iteration lines, {against} printed {len(rl)}"):
         return
     check([x[:2] for x in gl] == [x[:2] for x in rl], f"{name}: iterations / consumed samples differ")
     worst = max(abs(a[2] - b[2]) / abs(b[2]) for a, b in zip(gl, rl))
-    check(worst <= rtol, f"{name}: lm loss differs from one process by {worst:.2e} (relative) > {rtol:.0e}")
+    check(worst <= rtol, f"{name}: lm loss differs from {against} by {worst:.2e} (relative) > {rtol:.0e}")
     # grad norm and params norm are printed with 3 decimals: equal up to the last digit's rounding.
     for k, what in ((3, "grad norm"), (4, "params norm")):
         off = max(abs(a[k] - b[k]) for a, b in zip(gl, rl))
-        check(off <= 1.001e-3 + rtol * max(b[k] for b in rl), f"{name}: {what} differs from one process by {off}")
-    check(len(gv) == len(rv) >= 3, f"{name}: {len(gv)} validation blocks, one process printed {len(rv)}")
+        check(off <= 1.001e-3 + rtol * max(b[k] for b in rl), f"{name}: {what} differs from {against} by {off}")
+    check(len(gv) == len(rv) >= 3, f"{name}: {len(gv)} validation blocks, {against} printed {len(rv)}")
     for (wa, a), (wb, b) in zip(gv, rv):
-        check(wa == wb and abs(a - b) <= rtol * abs(b), f"{name}: validation at {wa}: {a} vs one process {b}")
+        check(wa == wb and abs(a - b) <= rtol * abs(b), f"{name}: validation at {wa}: {a} vs {against} {b}")
     print(f"{name}: {len(gl)} iterations, lm loss {gl[0][2]:.4f} -> {gl[-1][2]:.4f}, worst relative difference "
-          f"from one process {worst:.1e}")
+          f"from {against} {worst:.1e}")
 
 
 def equivalence(tmp, data):
@@ -196,7 +197,8 @@ def equivalence(tmp, data):
             outs = wait_all(start(flags(data, extra=[*precision, "--adam-step-fusion"]), 2, free_port()))
             if check(all(rc == 0 for rc, _, _ in outs), f"bf16 --adam-step-fusion DP=2: exits {[o[0] for o in outs]}: "
                                                         f"{outs[0][2][-800:]}"):
-                same_curve("bf16 DP=2 --adam-step-fusion", curves["1"], curve(outs[-1][1]), rtol=FUSED_RTOL)
+                same_curve("bf16 DP=2 --adam-step-fusion", curves["1"], curve(outs[-1][1]), rtol=FUSED_RTOL,
+                           against="the unfused step")
 
     torchrun = os.path.join(os.path.dirname(os.environ.get("MDS_PYTHON", sys.executable)), "torchrun")
     if not os.path.exists(torchrun):

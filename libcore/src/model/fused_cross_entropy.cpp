@@ -18,15 +18,12 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-std::string shape_text(const at::Tensor& logits) {
-    return std::to_string(logits.size(0)) + " x " + std::to_string(logits.size(1)) + " " +
-           c10::toString(logits.scalar_type()) + " logits on " + logits.device().str();
-}
-
-// The CUDA launcher, or the CPU reference with the rows split over ATen's threads.
+// The CUDA launcher, or the CPU reference with the rows split over ATen's threads; nothing for no rows.
 template <typename Cuda, typename Cpu>
-void run(const char* what, const at::Tensor& logits, Cuda&& cuda, Cpu&& cpu) {
-    run_kernel(std::string("fused cross entropy ") + what, logits, shape_text(logits), cuda, [&] {
+void run(const char* op, const at::Tensor& logits, Cuda&& cuda, Cpu&& cpu) {
+    if (logits.size(0) == 0) return;
+    const auto what = [&] { return describe_rows(logits.size(0), logits.size(1), logits, "logits"); };
+    run_kernel(op, logits, what, cuda, [&] {
         at::parallel_for(0, logits.size(0), 1, [&](std::int64_t begin, std::int64_t end) { cpu(begin, end); });
     });
 }
@@ -39,7 +36,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
         auto lse = at::empty({shape.rows}, fp32);
         const auto dtype = kernel_dtype(logits);
         run(
-            "forward", logits,
+            "fused cross entropy forward", logits,
             [&](void* stream) {
                 kernels::cross_entropy_forward_cuda(logits.const_data_ptr(), dtype, shape, labels.const_data_ptr<std::int64_t>(),
                                                     loss.data_ptr<float>(), lse.data_ptr<float>(), stream);
@@ -63,7 +60,7 @@ struct FusedCrossEntropy : public torch::autograd::Function<FusedCrossEntropy> {
         const kernels::CrossEntropyShape shape{logits.size(0), logits.size(1), logits.stride(0)};
         const auto dtype = kernel_dtype(logits);
         run(
-            "backward", logits,
+            "fused cross entropy backward", logits,
             [&](void* stream) {
                 kernels::cross_entropy_backward_cuda(logits.const_data_ptr(), dtype, shape, labels.const_data_ptr<std::int64_t>(),
                                                      lse.const_data_ptr<float>(), dloss.const_data_ptr<float>(),

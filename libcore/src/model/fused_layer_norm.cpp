@@ -40,10 +40,8 @@ struct FusedLayerNorm : public torch::autograd::Function<FusedLayerNorm> {
         auto dw = at::empty({shape.cols}, fp32);
         auto db = at::empty({shape.cols}, fp32);
         const auto dtype = kernel_dtype(x);
-        const std::string what = std::to_string(shape.rows) + " x " + std::to_string(shape.cols) + " " +
-                                 c10::toString(x.scalar_type()) + " on " + x.device().str();
         run_kernel(
-            "fused layer norm backward", x, what,
+            "fused layer norm backward", x, [&] { return describe_rows(shape.rows, shape.cols, x); },
             [&](void* stream) {
                 auto scratch = at::empty({kernels::layer_norm_scratch_floats(shape)}, fp32);
                 kernels::layer_norm_backward_cuda(dy.const_data_ptr(), x.const_data_ptr(), weight.const_data_ptr(), dtype,

@@ -24,10 +24,8 @@ at::Tensor bias_grad(const at::Tensor& g2) {
     const auto fp32 = g2.options().dtype(at::kFloat);
     auto db = at::empty({shape.cols}, fp32);
     const auto dtype = kernel_dtype(g2);
-    const std::string what = std::to_string(shape.rows) + " x " + std::to_string(shape.cols) + " " +
-                             c10::toString(g2.scalar_type()) + " on " + g2.device().str();
     run_kernel(
-        "fused bias grad", g2, what,
+        "fused bias grad", g2, [&] { return describe_rows(shape.rows, shape.cols, g2); },
         [&](void* stream) {
             auto scratch = at::empty({kernels::bias_grad_scratch_floats(shape)}, fp32);
             kernels::bias_grad_cuda(g2.const_data_ptr(), dtype, shape, db.data_ptr<float>(), scratch.data_ptr<float>(), stream);

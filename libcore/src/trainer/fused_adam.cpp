@@ -163,7 +163,7 @@ at::Tensor FusedAdam::grad_sumsq(float grad_scale) {
     auto sumsq = (on.is_cuda() ? at::empty({n}, on.options().dtype(at::kDouble))
                                : at::zeros({n}, at::TensorOptions().dtype(at::kDouble)));
     model::run_kernel(
-        "fused Adam step", on, operands(params_, "the gradient norm"),
+        "fused Adam step", on, [&] { return operands(params_, "the gradient norm"); },
         [&](void* stream) {
 #ifdef MDS_HAVE_CUDA_KERNELS
             kernels::adam_grad_sumsq_cuda(static_cast<const kernels::AdamTensor*>(norm_.dev_table.const_data_ptr()), n,
@@ -197,7 +197,7 @@ void FusedAdam::step(const kernels::AdamHyper& h) {
     refresh();
     if (params_.empty() || update_.chunks.empty()) return;
     model::run_kernel(
-        "fused Adam step", params_[0], operands(params_, "the update"),
+        "fused Adam step", params_[0], [&] { return operands(params_, "the update"); },
         [&](void* stream) {
 #ifdef MDS_HAVE_CUDA_KERNELS
             kernels::adam_step_cuda(static_cast<const kernels::AdamTensor*>(update_.dev_table.const_data_ptr()),

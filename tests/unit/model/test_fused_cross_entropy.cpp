@@ -85,4 +85,15 @@ TEST_CASE("rows of a wider tensor, a mean over the rows, and what is refused") {
     CHECK_THROWS_WITH_AS(fused_cross_entropy(at::zeros({2, 3, 5}), at::zeros({6}, at::kLong)),
                          doctest::Contains("logits [rows, vocab] and labels [rows] expected"), mds::Error);
     CHECK(mds::model::fused_cross_entropy_unsupported(c10::Device("cpu"), at::kBFloat16).empty());
+    // No rows: no loss and no gradient, on every device (the kernels take one row at least).
+    auto none = at::zeros({0, 5}).requires_grad_(true);
+    const auto empty = fused_cross_entropy(none, at::zeros({0}, at::kLong));
+    CHECK(empty.numel() == 0);
+    torch::autograd::backward({empty.sum()});
+    CHECK(none.grad().numel() == 0);
+    // A kernel's refusal names the op and its operands.
+    CHECK_THROWS_WITH_AS(fused_cross_entropy(at::zeros({2, 0}), at::zeros({2}, at::kLong)),
+                         "fused cross entropy forward of 2 x 0 Float logits on cpu: cross entropy: vocab must be at least 1 "
+                         "(rows 2, vocab 0, stride 1)",
+                         mds::Error);
 }

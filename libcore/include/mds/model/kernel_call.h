@@ -13,6 +13,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -38,10 +39,16 @@ inline kernels::Dtype kernel_dtype(const at::Tensor& t) {
     return t.scalar_type() == at::kFloat ? kernels::Dtype::F32 : kernels::Dtype::BF16;
 }
 
-// `cuda(stream)` (a cudaStream_t as void*) when `on` is a CUDA tensor, else `cpu()`. `what` describes the
-// operands for the error message ("8 x 512 bf16 logits on cuda:0").
-template <typename Cuda, typename Cpu>
-void run_kernel(const std::string& op, const at::Tensor& on, const std::string& what, Cuda&& cuda, Cpu&& cpu) {
+// "8 x 512 bf16 logits on cuda:0": a row kernel's operands for an error message (`values` may be empty).
+inline std::string describe_rows(std::int64_t rows, std::int64_t cols, const at::Tensor& t, const std::string& values = "") {
+    return std::to_string(rows) + " x " + std::to_string(cols) + " " + c10::toString(t.scalar_type()) + " " +
+           (values.empty() ? std::string() : values + " ") + "on " + t.device().str();
+}
+
+// `cuda(stream)` (a cudaStream_t as void*) when `on` is a CUDA tensor, else `cpu()`. A failure becomes an Error
+// "<op> of <what()>: <why>"; `what` (a callable returning the operands' description, as describe_rows) runs only then.
+template <typename Describe, typename Cuda, typename Cpu>
+void run_kernel(const char* op, const at::Tensor& on, Describe&& what, Cuda&& cuda, Cpu&& cpu) {
     try {
         if (on.is_cuda()) {
 #ifdef MDS_HAVE_CUDA_KERNELS
@@ -57,7 +64,7 @@ void run_kernel(const std::string& op, const at::Tensor& on, const std::string& 
     } catch (const Error&) {
         throw;
     } catch (const std::exception& e) {
-        throw Error(op + " of " + what + ": " + e.what());
+        throw Error(std::string(op) + " of " + what() + ": " + e.what());
     }
 }
 

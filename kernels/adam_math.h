@@ -43,7 +43,7 @@ MDS_ADAM_HD float adam_unscaled(float g, float grad_scale) { return g * grad_sca
 // One element's update: `g` the model's gradient as fp32; p, m, v the master weight and the moments.
 MDS_ADAM_HD void adam_update(float g, std::int32_t group, float& p, float& m, float& v, const AdamScalars& s) {
     g = adam_unscaled(g, s.grad_scale) * s.clip;
-    const double lr_wd = s.lr_wd[group];
+    const double lr_wd = group != 0 ? s.lr_wd[1] : s.lr_wd[0];  // not s.lr_wd[group]: on a GPU a local-memory copy
     if (lr_wd != 0.0) p = static_cast<float>(p - lr_wd * p);
     m = static_cast<float>(s.beta1 * m + (1.0 - s.beta1) * g);
     v = static_cast<float>(s.beta2 * v + (1.0 - s.beta2) * g * g);

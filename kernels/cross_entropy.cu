@@ -24,7 +24,9 @@ constexpr int kWarps = kThreads / 32;
 // CUDA kernels
 
 // A running (max, Σ exp(x - max)) pair; merging two is associative, so threads, warps and the block can
-// combine theirs in any order. An empty pair is (-inf, 0); a NaN anywhere makes the sum NaN.
+// combine theirs in any order. An empty pair is (-inf, 0); a NaN anywhere makes the sum NaN. Equal maxima add
+// their sums without expf(max - max), which is NaN when both are +inf (a row with two +inf logits has the
+// log-sum-exp +inf, as the reference).
 struct MaxSum {
     float max;
     float sum;
@@ -33,6 +35,7 @@ struct MaxSum {
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
     if (b.max == -INFINITY) return isnan(b.sum) ? MaxSum{a.max, b.sum} : a;
     if (a.max == -INFINITY) return isnan(a.sum) ? MaxSum{b.max, a.sum} : b;
+    if (a.max == b.max) return {a.max, a.sum + b.sum};
     if (b.max > a.max) return {b.max, a.sum * expf(a.max - b.max) + b.sum};
     return {a.max, a.sum + b.sum * expf(b.max - a.max)};
 }
@@ -40,6 +43,7 @@ __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
 __device__ __forceinline__ MaxSum add_value(MaxSum a, float x) {
     if (isnan(x)) return {a.max, NAN};
     if (x == -INFINITY) return a;
+    if (x == a.max) return {a.max, a.sum + 1.0f};
     if (x > a.max) return {x, a.sum * expf(a.max - x) + 1.0f};  // expf(-inf) = 0 for the first value
     return {a.max, a.sum + expf(x - a.max)};
 }

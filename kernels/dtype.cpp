@@ -17,7 +17,7 @@ float bf16_to_float(std::uint16_t bits) {
 std::uint16_t float_to_bf16(float value) {
     std::uint32_t bits;
     std::memcpy(&bits, &value, sizeof bits);
-    if (std::isnan(value)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);  // quiet NaN, sign kept
+    if (std::isnan(value)) return 0x7FFF;  // CUDA's canonical bf16 NaN (cuda_bf16.hpp), whatever the payload
     bits += 0x7FFFu + ((bits >> 16) & 1u);  // round to nearest, ties to even
     return static_cast<std::uint16_t>(bits >> 16);
 }

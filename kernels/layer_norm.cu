@@ -2,8 +2,10 @@
 // rows, each lane its own columns of every row (16-byte loads where the rows allow), two passes per row (the row
 // sums, then dx; the second pass reads what the first brought into the cache). The weight and the warps' dw / db
 // sums live in shared memory; at the end the block adds its warps' sums column by column and writes them to the
-// scratch, and the column kernel adds the blocks' in double. The slab of each warp depends only on the shape,
-// so the result is the same on every run and every GPU.
+// scratch, and the column kernel adds the blocks' in double. The slab of each warp depends only on the shape and
+// the warps per block on the width and the device's shared memory: the same result on every run on one kind of GPU
+// (for widths over ~2,400 an A100 groups the warps differently from an H100, so dw and db may differ in the last
+// bits between the two).
 #include "layer_norm.h"
 #include "cuda_common.cuh"
 
@@ -148,20 +150,18 @@ int shared_memory_optin(int device, const LayerNormShape& s) {
     return optin;
 }
 
-// Lets `kernel` launch with `bytes` of dynamic shared memory on `device`, calling the runtime only when `bytes`
-// exceeds what `raised` (this kernel's record, per device) says was already allowed.
+// Lets `kernel` launch with up to `optin` bytes (the device's whole opt-in) of dynamic shared memory on `device`:
+// one runtime call per kernel and device (`raised`, this kernel's record), the same value whichever thread makes
+// it, so two threads cannot leave a lower limit than either needs.
 template <typename Kernel>
-void allow_shared_memory(Kernel kernel, int device, int bytes, std::atomic<int>* raised, const LayerNormShape& s) {
+void allow_shared_memory(Kernel kernel, int device, int bytes, int optin, std::atomic<bool>* raised,
+                         const LayerNormShape& s) {
     if (bytes <= 48 * 1024) return;
-    if (device < kMaxDevices && raised[device].load(std::memory_order_relaxed) >= bytes) return;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+    if (device < kMaxDevices && raised[device].load(std::memory_order_relaxed)) return;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess) {
         check_launch("(shared memory opt-in)", s);
     }
-    if (device < kMaxDevices) {
-        int was = raised[device].load(std::memory_order_relaxed);
-        while (was < bytes && !raised[device].compare_exchange_weak(was, bytes, std::memory_order_relaxed)) {
-        }
-    }
+    if (device < kMaxDevices) raised[device].store(true, std::memory_order_relaxed);
 }
 
 template <typename T>
@@ -185,8 +185,8 @@ void backward(const void* dy, const void* x, const void* w, const float* mean, c
     constexpr int vec = 16 / sizeof(T);
     const bool packs = s.cols % vec == 0 && aligned16(dy) && aligned16(x) && aligned16(dx);
     auto* kernel = packs ? layer_norm_backward_rows<T, vec> : layer_norm_backward_rows<T, 1>;
-    static std::atomic<int> raised[2][kMaxDevices]{};  // per kernel (packed or not) and device
-    allow_shared_memory(kernel, device, static_cast<int>(bytes), raised[packs ? 1 : 0], s);
+    static std::atomic<bool> raised[2][kMaxDevices]{};  // per kernel (packed or not) and device
+    allow_shared_memory(kernel, device, static_cast<int>(bytes), optin, raised[packs ? 1 : 0], s);
     kernel<<<static_cast<unsigned>(blocks), warps * 32, bytes, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), mean, rstd, s.rows, cols,
         sl.rows_per_warp, sl.warps, static_cast<T*>(dx), scratch);

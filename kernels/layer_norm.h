@@ -4,7 +4,8 @@
 // and over the rows dw = Σ dy · x̂, db = Σ dy. The forward is ATen's (its mean and rstd, fp32); ATen's backward
 // is a row kernel for dx and a separate, slow column reduction for dw and db (7.7 of 177 ms per GPT-2 124M step
 // on an H200): here each warp takes a slab of rows, keeps its columns' sums in shared memory, each block adds
-// its warps' sums in a fixed order and a second kernel adds the blocks' (the same result every run).
+// its warps' sums in a fixed order and a second kernel adds the blocks' (the same result every run on one kind of
+// GPU: layer_norm.cu).
 //
 // Rows of `cols` contiguous values (x, dy and dx of one dtype, fp32 or bf16; w of that dtype too); mean and rstd
 // fp32 per row; dw and db fp32. layer_norm_ref.h is the CPU reference; libcore's model/fused_layer_norm.cpp is
@@ -30,7 +31,7 @@ std::int64_t layer_norm_scratch_floats(const LayerNormShape& s);
 
 // The CUDA launcher (layer_norm.cu; built where the CUDA compiler is). Device pointers; `scratch` holds
 // layer_norm_scratch_floats(shape) floats; `stream` a cudaStream_t (nullptr: the legacy default stream). Throws
-// std::invalid_argument for a shape it cannot take (cols over what shared memory holds: ~18,000 on an H100) and
+// std::invalid_argument for a shape it cannot take (cols over what shared memory holds: 19,370 on an H100) and
 // std::runtime_error with CUDA's message when a launch fails.
 void layer_norm_backward_cuda(const void* dy, const void* x, const void* w, Dtype dtype, const float* mean,
                               const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db,

@@ -168,9 +168,10 @@ int run(std::mt19937_64& rng) {
              cuda_ok(cudaMemcpy(m1.data(), d1, n * 4, cudaMemcpyDeviceToHost), "copy exp_avg") &&
              cuda_ok(cudaMemcpy(m2.data(), d2, n * 4, cudaMemcpyDeviceToHost), "copy exp_avg_sq");
         if (!ok) return 1;
-        // Device and host differ only in fused multiply-adds of the double arithmetic: a few fp32 ulps at most.
+        // Device and host differ only in fused multiply-adds of the double arithmetic: a few fp32 ulps at most, but
+        // for β1·m + (1 − β1)·g that nearly cancels: a double rounding of the terms (|m|, |g| ≲ 1 here), 1e-15.
         failed += report(at + ", masters (4 ulps)", worst_float(master, host.master, 4, 1e-30, "master"));
-        failed += report(at + ", exp_avg (4 ulps)", worst_float(m1, host.m1, 4, 1e-30, "exp_avg"));
+        failed += report(at + ", exp_avg (4 ulps)", worst_float(m1, host.m1, 4, 1e-15, "exp_avg"));
         failed += report(at + ", exp_avg_sq (4 ulps)", worst_float(m2, host.m2, 4, 1e-30, "exp_avg_sq"));
         std::size_t not_rounded = 0, differ = 0, masters_differ = 0;
         for (std::size_t i = 0; i < n; ++i) {

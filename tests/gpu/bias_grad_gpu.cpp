@@ -1,7 +1,7 @@
 // GPU test of kernels/bias_grad.cu against its CPU reference (kernels/bias_grad_ref.cpp): the bias gradients of
 // GPT-2 124M's Linear layers (widths 2304, 768, 3072 over 16 x 1024 rows) and 1.5B's (4800, 1600, 6400 over
-// 8 x 1024) in bf16, an odd width in fp32 (the one-value path), fp32's 16-byte path, a width below one tile, a
-// single row and a single column. Prints one line per case with the largest error relative to its tolerance
+// 8 x 1024) in bf16, an odd width in fp32 and an unaligned start in bf16 (the one-value path), fp32's 16-byte
+// path, a width below one tile, a single row and a single column. Prints one line per case with the largest error relative to its tolerance
 // (fp32 sums within a block: 16 ulp · √rows · Σ|dy|); exit 0 when every case is within it, 1 when one is not, 77
 // (skipped) without a CUDA device. Also checks that two runs give the same bits. Run by
 // tests/gpu/test_kernels_gpu.py (and the GPU pack's run.sh).
@@ -31,6 +31,7 @@ struct Case {
     std::string name;
     BiasGradShape shape;
     Dtype dtype;
+    std::size_t offset = 0;  // elements between an aligned allocation and dy
 };
 
 double run_case(const Case& c, std::mt19937_64& rng) {
@@ -49,11 +50,13 @@ double run_case(const Case& c, std::mt19937_64& rng) {
     std::vector<float> want(cols);
     bias_grad_ref(host, c.dtype, s, want.data());
 
-    DeviceBuffer d_dy(n * elt), d_db(cols * 4), d_scratch(static_cast<std::size_t>(bias_grad_scratch_floats(s)) * 4);
-    if (!cuda_ok(cudaMemcpy(d_dy.p, host, n * elt, cudaMemcpyHostToDevice), "copy dy")) return INFINITY;
+    const std::size_t off = c.offset * elt;
+    DeviceBuffer dy_buf(off + n * elt), d_db(cols * 4), d_scratch(static_cast<std::size_t>(bias_grad_scratch_floats(s)) * 4);
+    void* const dy_dev = static_cast<char*>(dy_buf.p) + off;
+    if (!cuda_ok(cudaMemcpy(dy_dev, host, n * elt, cudaMemcpyHostToDevice), "copy dy")) return INFINITY;
     std::vector<float> got(cols), again(cols);
     for (auto* out : {&got, &again}) {
-        bias_grad_cuda(d_dy.p, c.dtype, s, static_cast<float*>(d_db.p), static_cast<float*>(d_scratch.p), nullptr);
+        bias_grad_cuda(dy_dev, c.dtype, s, static_cast<float*>(d_db.p), static_cast<float*>(d_scratch.p), nullptr);
         if (!cuda_ok(cudaDeviceSynchronize(), "kernels") ||
             !cuda_ok(cudaMemcpy(out->data(), d_db.p, cols * 4, cudaMemcpyDeviceToHost), "copy db"))
             return INFINITY;
@@ -89,6 +92,7 @@ int main() {
         {"odd width, one-value path, fp32", {1000, 771}, Dtype::F32},
         {"fp32, 16-byte path", {3000, 1024}, Dtype::F32},
         {"below one tile, bf16", {777, 40}, Dtype::BF16},
+        {"dy 2 bytes past an aligned address: one-value path, bf16", {1000, 768}, Dtype::BF16, 1},
         {"one row", {1, 768}, Dtype::BF16},
         {"one column", {50, 1}, Dtype::F32},
     };

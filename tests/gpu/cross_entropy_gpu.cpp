@@ -1,6 +1,7 @@
 // GPU test of kernels/cross_entropy.cu against its CPU reference (kernels/cross_entropy_ref.cpp): losses,
-// log-sum-exps and logit gradients over shapes that take the 16-byte path and the one-value path, padded rows,
-// fp32 and bf16, large logits, rows with -inf, labels at the vocabulary's ends and outside it. Prints one line per
+// log-sum-exps and logit gradients over shapes that take the 16-byte path and the one-value path (odd widths, an
+// unaligned start), padded rows, fp32 and bf16, large logits, rows with -inf and with +inf, labels at the
+// vocabulary's ends and outside it. Prints one line per
 // case with the largest error seen relative to its tolerance; exit 0 when every case is within tolerance, 1 when
 // one is not, 77 (skipped) without a CUDA device. Run by tests/gpu/test_kernels_gpu.py (and the GPU pack's run.sh).
 #include <cuda_runtime.h>
@@ -31,8 +32,9 @@ struct Case {
     CrossEntropyShape shape;
     Dtype dtype;
     float scale;        // logits ~ N(0, scale²)
-    bool extremes;      // row 0 gets a logit of 1e4, row 1 some -inf, the last row equal logits
+    bool extremes;      // row 0 gets a logit of 1e4, row 1 some -inf, row 5 two +inf, the last row equal logits
     bool bad_labels;    // labels -1 and vocab on two rows: NaN losses
+    std::size_t offset = 0;  // elements between an aligned allocation and the logits (and their gradient)
 };
 
 float value(const std::vector<std::uint16_t>& bf, const std::vector<float>& f, Dtype d, std::size_t i) {
@@ -58,6 +60,10 @@ double run_case(const Case& c, std::mt19937_64& rng) {
         for (std::int64_t j = 0; j < s.vocab; j += 3) set(at(1, j), -std::numeric_limits<float>::infinity());
         set(at(1, 1), 0.5f);
         for (std::int64_t j = 0; j < s.vocab; ++j) set(at(s.rows - 1, j), 2.0f);
+        if (s.rows >= 7 && s.vocab >= 2) {  // an overflowed row: the log-sum-exp +inf, not NaN
+            set(at(5, 0), std::numeric_limits<float>::infinity());
+            set(at(5, s.vocab - 1), std::numeric_limits<float>::infinity());
+        }
     }
     std::vector<std::int64_t> labels(static_cast<std::size_t>(s.rows));
     std::uniform_int_distribution<std::int64_t> pick(0, s.vocab - 1);
@@ -86,21 +92,24 @@ double run_case(const Case& c, std::mt19937_64& rng) {
                                              host_d, 0, s.rows);
 
     // The kernels; the gradient buffer starts with the same sentinel so that its padding is compared too.
-    DeviceBuffer d_logits(n * elt), d_labels(labels.size() * 8), d_loss(labels.size() * 4), d_lse(labels.size() * 4),
-        d_dloss(labels.size() * 4), d_grad(n * elt);
+    const std::size_t off = c.offset * elt;
+    DeviceBuffer logits_buf(off + n * elt), d_labels(labels.size() * 8), d_loss(labels.size() * 4),
+        d_lse(labels.size() * 4), d_dloss(labels.size() * 4), grad_buf(off + n * elt);
+    void* const logits_dev = static_cast<char*>(logits_buf.p) + off;
+    void* const grad_dev = static_cast<char*>(grad_buf.p) + off;
     std::vector<float> sentinel_f(d_ref_f.size(), -7.0f);
     std::vector<std::uint16_t> sentinel_b(d_ref_b.size(), 0x7F7F);
     const void* host_sentinel = c.dtype == Dtype::F32 ? static_cast<const void*>(sentinel_f.data()) : sentinel_b.data();
-    bool ok = cuda_ok(cudaMemcpy(d_logits.p, host_logits, n * elt, cudaMemcpyHostToDevice), "copy logits") &&
+    bool ok = cuda_ok(cudaMemcpy(logits_dev, host_logits, n * elt, cudaMemcpyHostToDevice), "copy logits") &&
               cuda_ok(cudaMemcpy(d_labels.p, labels.data(), labels.size() * 8, cudaMemcpyHostToDevice), "copy labels") &&
               cuda_ok(cudaMemcpy(d_dloss.p, dloss.data(), dloss.size() * 4, cudaMemcpyHostToDevice), "copy dloss") &&
-              cuda_ok(cudaMemcpy(d_grad.p, host_sentinel, n * elt, cudaMemcpyHostToDevice), "copy sentinel");
+              cuda_ok(cudaMemcpy(grad_dev, host_sentinel, n * elt, cudaMemcpyHostToDevice), "copy sentinel");
     if (!ok) return std::numeric_limits<double>::infinity();
     auto* labels_dev = static_cast<const std::int64_t*>(d_labels.p);
-    mds::kernels::cross_entropy_forward_cuda(d_logits.p, c.dtype, s, labels_dev, static_cast<float*>(d_loss.p),
+    mds::kernels::cross_entropy_forward_cuda(logits_dev, c.dtype, s, labels_dev, static_cast<float*>(d_loss.p),
                                              static_cast<float*>(d_lse.p), nullptr);
-    mds::kernels::cross_entropy_backward_cuda(d_logits.p, c.dtype, s, labels_dev, static_cast<const float*>(d_lse.p),
-                                              static_cast<const float*>(d_dloss.p), d_grad.p, nullptr);
+    mds::kernels::cross_entropy_backward_cuda(logits_dev, c.dtype, s, labels_dev, static_cast<const float*>(d_lse.p),
+                                              static_cast<const float*>(d_dloss.p), grad_dev, nullptr);
     if (!cuda_ok(cudaDeviceSynchronize(), "kernels")) return std::numeric_limits<double>::infinity();
     std::vector<float> loss(labels.size()), lse(labels.size());
     std::vector<float> d_f(d_ref_f.size());
@@ -108,7 +117,7 @@ double run_case(const Case& c, std::mt19937_64& rng) {
     void* host_got = c.dtype == Dtype::F32 ? static_cast<void*>(d_f.data()) : d_b.data();
     ok = cuda_ok(cudaMemcpy(loss.data(), d_loss.p, loss.size() * 4, cudaMemcpyDeviceToHost), "copy loss") &&
          cuda_ok(cudaMemcpy(lse.data(), d_lse.p, lse.size() * 4, cudaMemcpyDeviceToHost), "copy lse") &&
-         cuda_ok(cudaMemcpy(host_got, d_grad.p, n * elt, cudaMemcpyDeviceToHost), "copy grad");
+         cuda_ok(cudaMemcpy(host_got, grad_dev, n * elt, cudaMemcpyDeviceToHost), "copy grad");
     if (!ok) return std::numeric_limits<double>::infinity();
 
     // Tolerances: fp32 sums in another order, so the log-sum-exp may differ by a few ulps of its value; each
@@ -169,6 +178,8 @@ int main() {
         {"padded rows, fp32", {9, 1000, 1010}, Dtype::F32, 3.0f, false, true},
         {"vocab smaller than a block, bf16", {16, 8, 8}, Dtype::BF16, 1.0f, true, true},
         {"one logit", {1, 1, 1}, Dtype::F32, 1.0f, false, false},
+        {"logits 2 bytes past an aligned address, bf16", {8, 4096, 4096}, Dtype::BF16, 2.0f, true, true, 1},
+        {"logits 4 bytes past an aligned address, fp32", {8, 4096, 4096}, Dtype::F32, 2.0f, true, true, 1},
         {"a step of GPT-2 124M's logits, bf16", {2048, 50304, 50304}, Dtype::BF16, 4.0f, false, false},
     };
     std::mt19937_64 rng(1234);

@@ -1,6 +1,7 @@
 // GPU test of kernels/layer_norm.cu against its CPU reference (kernels/layer_norm_ref.cpp): dx, dw and db over
-// GPT-2 124M's and 1.5B's LayerNorm shapes in bf16, an odd width in fp32 (the one-value path), BLOOM-176B's width
-// (one warp per block, for shared memory), a single row and a single column. Prints one line per case with the
+// GPT-2 124M's and 1.5B's LayerNorm shapes in bf16, an odd width in fp32 and an unaligned start in bf16 (the
+// one-value path), widths that fit 4, 2 and 1 warps per block (BLOOM-176B's 14336) in shared memory, a single row
+// and two columns. Prints one line per case with the
 // largest error relative to its tolerance; exit 0 when every case is within it, 1 when one is not, 77 (skipped)
 // without a CUDA device. Run by tests/gpu/test_kernels_gpu.py (and the GPU pack's run.sh).
 #include <cuda_runtime.h>
@@ -29,6 +30,7 @@ struct Case {
     std::string name;
     LayerNormShape shape;
     Dtype dtype;
+    std::size_t offset = 0;  // elements between an aligned allocation and x, dy and dx
 };
 
 // Values of an array of `dtype` as fp32.
@@ -73,22 +75,26 @@ double run_case(const Case& c, std::mt19937_64& rng) {
     void* dx_ref = c.dtype == Dtype::F32 ? static_cast<void*>(dx_ref_f.data()) : dx_ref_b.data();
     layer_norm_backward_ref(hdy, hx, hw, c.dtype, mean.data(), rstd.data(), s, dx_ref, dw_ref.data(), db_ref.data());
 
-    DeviceBuffer d_x(n * elt), d_dy(n * elt), d_w(cols * elt), d_mean(mean.size() * 4), d_rstd(rstd.size() * 4),
-        d_dx(n * elt), d_dw(cols * 4), d_db(cols * 4),
+    const std::size_t off = c.offset * elt;
+    DeviceBuffer x_buf(off + n * elt), dy_buf(off + n * elt), d_w(cols * elt), d_mean(mean.size() * 4),
+        d_rstd(rstd.size() * 4), dx_buf(off + n * elt), d_dw(cols * 4), d_db(cols * 4),
         d_scratch(static_cast<std::size_t>(layer_norm_scratch_floats(s)) * 4);
-    bool ok = cuda_ok(cudaMemcpy(d_x.p, hx, n * elt, cudaMemcpyHostToDevice), "copy x") &&
-              cuda_ok(cudaMemcpy(d_dy.p, hdy, n * elt, cudaMemcpyHostToDevice), "copy dy") &&
+    void* const x_dev = static_cast<char*>(x_buf.p) + off;
+    void* const dy_dev = static_cast<char*>(dy_buf.p) + off;
+    void* const dx_dev = static_cast<char*>(dx_buf.p) + off;
+    bool ok = cuda_ok(cudaMemcpy(x_dev, hx, n * elt, cudaMemcpyHostToDevice), "copy x") &&
+              cuda_ok(cudaMemcpy(dy_dev, hdy, n * elt, cudaMemcpyHostToDevice), "copy dy") &&
               cuda_ok(cudaMemcpy(d_w.p, hw, cols * elt, cudaMemcpyHostToDevice), "copy w") &&
               cuda_ok(cudaMemcpy(d_mean.p, mean.data(), mean.size() * 4, cudaMemcpyHostToDevice), "copy mean") &&
               cuda_ok(cudaMemcpy(d_rstd.p, rstd.data(), rstd.size() * 4, cudaMemcpyHostToDevice), "copy rstd");
     if (!ok) return INFINITY;
-    layer_norm_backward_cuda(d_dy.p, d_x.p, d_w.p, c.dtype, static_cast<const float*>(d_mean.p),
-                             static_cast<const float*>(d_rstd.p), s, d_dx.p, static_cast<float*>(d_dw.p),
+    layer_norm_backward_cuda(dy_dev, x_dev, d_w.p, c.dtype, static_cast<const float*>(d_mean.p),
+                             static_cast<const float*>(d_rstd.p), s, dx_dev, static_cast<float*>(d_dw.p),
                              static_cast<float*>(d_db.p), static_cast<float*>(d_scratch.p), nullptr);
     std::vector<float> dx_f(c.dtype == Dtype::F32 ? n : 0), dw(cols), db(cols);
     std::vector<std::uint16_t> dx_b(c.dtype == Dtype::BF16 ? n : 0);
     void* hdx = c.dtype == Dtype::F32 ? static_cast<void*>(dx_f.data()) : dx_b.data();
-    ok = cuda_ok(cudaDeviceSynchronize(), "kernels") && cuda_ok(cudaMemcpy(hdx, d_dx.p, n * elt, cudaMemcpyDeviceToHost), "copy dx") &&
+    ok = cuda_ok(cudaDeviceSynchronize(), "kernels") && cuda_ok(cudaMemcpy(hdx, dx_dev, n * elt, cudaMemcpyDeviceToHost), "copy dx") &&
          cuda_ok(cudaMemcpy(dw.data(), d_dw.p, cols * 4, cudaMemcpyDeviceToHost), "copy dw") &&
          cuda_ok(cudaMemcpy(db.data(), d_db.p, cols * 4, cudaMemcpyDeviceToHost), "copy db");
     if (!ok) return INFINITY;
@@ -148,9 +154,12 @@ int main() {
         {"GPT-2 1.5B: 8 x 1024 tokens, width 1600, bf16", {8192, 1600}, Dtype::BF16},
         {"odd width, one-value path, fp32", {1000, 771}, Dtype::F32},
         {"fp32, 16-byte path", {300, 1024}, Dtype::F32},
+        {"width 4096: 4 warps per block on an H100, bf16", {256, 4096}, Dtype::BF16},
+        {"width 8192: 2 warps per block on an H100, bf16", {96, 8192}, Dtype::BF16},
         {"BLOOM-176B's width 14336: one warp per block, bf16", {64, 14336}, Dtype::BF16},
+        {"x, dy, dx 2 bytes past an aligned address: one-value path, bf16", {300, 768}, Dtype::BF16, 1},
         {"one row", {1, 768}, Dtype::BF16},
-        {"one column", {50, 1}, Dtype::F32},
+        {"two columns", {50, 2}, Dtype::F32},
     };
     std::mt19937_64 rng(4321);
     return mds::gpu_test::run_cases(

@@ -89,6 +89,10 @@ at::Tensor fused_cross_entropy(const at::Tensor& logits, const at::Tensor& label
     if (const auto why = fused_cross_entropy_unsupported(logits.device(), logits.scalar_type()); !why.empty()) {
         throw Error("fused cross entropy: " + why);
     }
+    if (labels.device() != logits.device()) {  // the kernels read the labels where the logits are
+        throw Error("fused cross entropy: logits on " + logits.device().str() + " and labels on " + labels.device().str() +
+                    ": one device expected");
+    }
     // Each row contiguous; rows at any stride (a view of [B, T, V] logits keeps its row stride).
     const at::Tensor x = logits.stride(1) == 1 && logits.stride(0) >= logits.size(1) ? logits : logits.contiguous();
     const at::Tensor t = labels.to(at::kLong).contiguous();

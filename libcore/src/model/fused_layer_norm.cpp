@@ -33,6 +33,8 @@ struct FusedLayerNorm : public torch::autograd::Function<FusedLayerNorm> {
         const auto& weight = saved[1];
         const auto& mean = saved[2];
         const auto& rstd = saved[3];
+        // No rows or no columns: nothing to add up (the kernels take one of each at least).
+        if (x.numel() == 0) return {at::zeros_like(x), at::zeros_like(weight), at::zeros_like(weight), at::Tensor()};
         const auto dy = grad_out[0].to(x.scalar_type()).contiguous();
         const kernels::LayerNormShape shape{x.numel() / x.size(-1), x.size(-1)};
         auto dx = at::empty_like(x);

@@ -36,6 +36,8 @@ TEST_CASE("bf16 conversions round to nearest even as CUDA's do") {
     CHECK(float_to_bf16(std::numeric_limits<float>::infinity()) == 0x7F80);
     CHECK(float_to_bf16(3.4e38f) == 0x7F80);  // above bf16's largest finite value: rounds to +inf
     CHECK(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+    CHECK(float_to_bf16(std::numeric_limits<float>::quiet_NaN()) == 0x7FFF);  // CUDA's canonical NaN
+    CHECK(float_to_bf16(-std::numeric_limits<float>::signaling_NaN()) == 0x7FFF);
     for (float v : {0.0f, -0.0f, 3.140625f, -1e-3f, 6.5e4f, 1e-38f}) {
         const float back = bf16_to_float(float_to_bf16(v));
         CHECK(std::fabs(back - v) <= std::fabs(v) * std::ldexp(1.0f, -8));

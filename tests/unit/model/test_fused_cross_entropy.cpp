@@ -85,6 +85,8 @@ TEST_CASE("rows of a wider tensor, a mean over the rows, and what is refused") {
     CHECK_THROWS_WITH_AS(fused_cross_entropy(at::zeros({2, 3, 5}), at::zeros({6}, at::kLong)),
                          doctest::Contains("logits [rows, vocab] and labels [rows] expected"), mds::Error);
     CHECK(mds::model::fused_cross_entropy_unsupported(c10::Device("cpu"), at::kBFloat16).empty());
+    CHECK_THROWS_WITH_AS(fused_cross_entropy(at::zeros({2, 5}), at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(at::kMeta))),
+                         "fused cross entropy: logits on cpu and labels on meta: one device expected", mds::Error);
     // No rows: no loss and no gradient, on every device (the kernels take one row at least).
     auto none = at::zeros({0, 5}).requires_grad_(true);
     const auto empty = fused_cross_entropy(none, at::zeros({0}, at::kLong));

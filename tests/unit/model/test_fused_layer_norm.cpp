@@ -78,3 +78,20 @@ TEST_CASE("fused layer norm refuses mismatched shapes and dtypes, and fp16") {
     CHECK_THROWS_WITH_AS(fused_layer_norm(x.to(at::kHalf), at::ones({8}, at::kHalf), at::zeros({8}, at::kHalf), 1e-5),
                          doctest::Contains("fp32 or bf16 only, not Half"), mds::Error);
 }
+
+TEST_CASE("fused layer norm of no rows or no columns: zero gradients, as ATen's") {
+    for (const auto& shape : {std::vector<std::int64_t>{0, 8}, std::vector<std::int64_t>{3, 0}}) {
+        INFO("shape " << c10::str(shape));
+        const auto cols = shape[1];
+        auto x = at::randn(shape).requires_grad_(true);
+        auto w = at::randn({cols}).requires_grad_(true);
+        auto b = at::randn({cols}).requires_grad_(true);
+        const auto y = fused_layer_norm(x, w, b, 1e-5);
+        CHECK(y.sizes() == x.sizes());
+        torch::autograd::backward({y.sum()});
+        CHECK(x.grad().sizes() == x.sizes());
+        CHECK(w.grad().sizes() == w.sizes());
+        CHECK(at::equal(w.grad(), at::zeros({cols})));
+        CHECK(at::equal(b.grad(), at::zeros({cols})));
+    }
+}

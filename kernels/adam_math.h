@@ -8,12 +8,8 @@
 #include <cstdint>
 
 #include "adam.h"
+#include "host_device.h"
 
-#if defined(__CUDACC__)
-#define MDS_ADAM_HD __host__ __device__ __forceinline__
-#else
-#define MDS_ADAM_HD inline
-#endif
 
 namespace mds::kernels {
 
@@ -29,7 +25,7 @@ struct AdamScalars {
 // Checks `h` (check_hyper) and derives the scalars.
 AdamScalars adam_scalars(const AdamHyper& h);
 
-MDS_ADAM_HD float adam_sqrt(float x) {
+MDS_HD float adam_sqrt(float x) {
 #if defined(__CUDA_ARCH__)
     return sqrtf(x);
 #else
@@ -38,10 +34,10 @@ MDS_ADAM_HD float adam_sqrt(float x) {
 }
 
 // The gradient the norm is taken of: unscaled, not yet clipped.
-MDS_ADAM_HD float adam_unscaled(float g, float grad_scale) { return g * grad_scale; }
+MDS_HD float adam_unscaled(float g, float grad_scale) { return g * grad_scale; }
 
 // One element's update: `g` the model's gradient as fp32; p, m, v the master weight and the moments.
-MDS_ADAM_HD void adam_update(float g, std::int32_t group, float& p, float& m, float& v, const AdamScalars& s) {
+MDS_HD void adam_update(float g, std::int32_t group, float& p, float& m, float& v, const AdamScalars& s) {
     g = adam_unscaled(g, s.grad_scale) * s.clip;
     const double lr_wd = group != 0 ? s.lr_wd[1] : s.lr_wd[0];  // not s.lr_wd[group]: on a GPU a local-memory copy
     if (lr_wd != 0.0) p = static_cast<float>(p - lr_wd * p);

@@ -5,6 +5,7 @@
 // ATen's fp32 copy, log-softmax, NLL and their backwards.
 #include "cross_entropy.h"
 #include "cuda_common.cuh"
+#include "online_lse.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,47 +24,22 @@ constexpr int kWarps = kThreads / 32;
 // ----------------------------------------------------------------------------------------------------
 // CUDA kernels
 
-// A running (max, Σ exp(x - max)) pair; merging two is associative, so threads, warps and the block can
-// combine theirs in any order. An empty pair is (-inf, 0); a NaN anywhere makes the sum NaN. Equal maxima add
-// their sums without expf(max - max), which is NaN when both are +inf (a row with two +inf logits has the
-// log-sum-exp +inf, as the reference).
-struct MaxSum {
-    float max;
-    float sum;
-};
-
-__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
-    if (b.max == -INFINITY) return isnan(b.sum) ? MaxSum{a.max, b.sum} : a;
-    if (a.max == -INFINITY) return isnan(a.sum) ? MaxSum{b.max, a.sum} : b;
-    if (a.max == b.max) return {a.max, a.sum + b.sum};
-    if (b.max > a.max) return {b.max, a.sum * expf(a.max - b.max) + b.sum};
-    return {a.max, a.sum + b.sum * expf(b.max - a.max)};
-}
-
-__device__ __forceinline__ MaxSum add_value(MaxSum a, float x) {
-    if (isnan(x)) return {a.max, NAN};
-    if (x == -INFINITY) return a;
-    if (x == a.max) return {a.max, a.sum + 1.0f};
-    if (x > a.max) return {x, a.sum * expf(a.max - x) + 1.0f};  // expf(-inf) = 0 for the first value
-    return {a.max, a.sum + expf(x - a.max)};
-}
-
 // The block's (max, sum) over every thread's pair, returned to every thread.
 __device__ MaxSum block_merge(MaxSum v) {
     __shared__ MaxSum warp_pairs[kWarps];
     __shared__ MaxSum result;
     for (int offset = 16; offset > 0; offset >>= 1) {
         MaxSum other{__shfl_xor_sync(0xffffffffu, v.max, offset), __shfl_xor_sync(0xffffffffu, v.sum, offset)};
-        v = merge(v, other);
+        v = lse_merge(v, other);
     }
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (lane == 0) warp_pairs[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        v = lane < kWarps ? warp_pairs[lane] : MaxSum{-INFINITY, 0.0f};
+        v = lane < kWarps ? warp_pairs[lane] : lse_empty();
         for (int offset = 16; offset > 0; offset >>= 1) {
             MaxSum other{__shfl_xor_sync(0xffffffffu, v.max, offset), __shfl_xor_sync(0xffffffffu, v.sum, offset)};
-            v = merge(v, other);
+            v = lse_merge(v, other);
         }
         if (lane == 0) result = v;
     }
@@ -78,18 +54,15 @@ __global__ void __launch_bounds__(kThreads)
                                  float* __restrict__ lse) {
     const std::int64_t r = blockIdx.x;
     const T* row = logits + r * stride;
-    MaxSum acc{-INFINITY, 0.0f};
+    MaxSum acc = lse_empty();
     for (std::int64_t j = static_cast<std::int64_t>(threadIdx.x) * kVec; j < vocab; j += kThreads * kVec) {
         const Pack<T, kVec> p = *reinterpret_cast<const Pack<T, kVec>*>(row + j);
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) acc = add_value(acc, to_float(p.v[k]));
+        for (int k = 0; k < kVec; ++k) acc = lse_add(acc, to_float(p.v[k]));
     }
     acc = block_merge(acc);
     if (threadIdx.x == 0) {
-        float l = acc.max + logf(acc.sum);
-        if (isnan(acc.sum)) l = NAN;
-        else if (acc.max == INFINITY) l = INFINITY;
-        else if (acc.max == -INFINITY) l = -INFINITY;  // every logit -inf: an empty sum
+        const float l = lse_value(acc);
         const std::int64_t t = targets[r];
         lse[r] = l;
         loss[r] = (t < 0 || t >= vocab) ? NAN : l - to_float(row[t]);

@@ -1,7 +1,7 @@
 // CUDA kernels of kernels/layer_norm.h. The row kernel: up to 8 warps per block, each warp a slab of consecutive
 // rows, each lane its own columns of every row (16-byte loads where the rows allow), two passes per row (the row
-// sums, then dx; the second pass reads what the first brought into the cache). The weight and the warps' dw / db
-// sums live in shared memory; at the end the block adds its warps' sums column by column and writes them to the
+// sums, then dx; the second pass reads what the first brought into the cache). The warps' dw / db sums live in
+// shared memory, and the weight where it fits beside them; at the end the block adds its warps' sums column by column and writes them to the
 // scratch, and the column kernel adds the blocks' in double. The slab of each warp depends only on the shape and
 // the warps per block on the width and the device's shared memory: the same result on every run on one kind of GPU
 // (for widths over ~2,400 an A100 groups the warps differently from an H100, so dw and db may differ in the last
@@ -41,17 +41,25 @@ __device__ __forceinline__ int slot(int c, int cols) {
     return (c % kVec) * (cols / kVec) + c / kVec;
 }
 
-template <typename T, int kVec>
+// kSharedW: the weight in shared memory too (every width up to ~19,000 columns on an H100, ~13,900 on an A100);
+// else read from global memory (the L1 / L2 caches), leaving the shared memory to the sums (up to 29,056 columns
+// on an H100, 20,864 on an A100: BLOOM-176B's 14336 there).
+template <typename T, int kVec, bool kSharedW>
 __global__ void layer_norm_backward_rows(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                                          const float* __restrict__ mean, const float* __restrict__ rstd,
                                          std::int64_t rows, int cols, std::int64_t rows_per_warp, std::int64_t warps_used,
                                          T* __restrict__ dx, float* __restrict__ scratch) {
-    extern __shared__ float smem[];  // w [cols], then per warp dw [cols] and db [cols]
+    extern __shared__ float smem[];  // w [cols] (kSharedW), then per warp dw [cols] and db [cols]
     const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int w_cols = kSharedW ? cols : 0;
     float* ws = smem;
-    float* dw_part = smem + cols + static_cast<std::int64_t>(warp) * 2 * cols;
+    float* dw_part = smem + w_cols + static_cast<std::int64_t>(warp) * 2 * cols;
     float* db_part = dw_part + cols;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) ws[slot<kVec>(c, cols)] = to_float(w[c]);
+    // The weight of column c, which sits at `at` of a shared-memory row.
+    const auto weight = [&](int c, int at) { return kSharedW ? ws[at] : to_float(w[c]); };
+    if (kSharedW) {
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) ws[slot<kVec>(c, cols)] = to_float(w[c]);
+    }
     for (int c = lane; c < 2 * cols; c += 32) dw_part[c] = 0.0f;
     __syncthreads();
     const std::int64_t gw = static_cast<std::int64_t>(blockIdx.x) * warps + warp;
@@ -69,7 +77,7 @@ __global__ void layer_norm_backward_rows(const T* __restrict__ dy, const T* __re
 #pragma unroll
                 for (int k = 0; k < kVec; ++k) {
                     const int at = slot<kVec>(c + k, cols);
-                    const float d = to_float(a.v[k]), xhat = (to_float(b.v[k]) - mu) * rs, g = d * ws[at];
+                    const float d = to_float(a.v[k]), xhat = (to_float(b.v[k]) - mu) * rs, g = d * weight(c + k, at);
                     g_sum += g;
                     gx_sum += g * xhat;
                     dw_part[at] += d * xhat;
@@ -88,7 +96,8 @@ __global__ void layer_norm_backward_rows(const T* __restrict__ dy, const T* __re
                 Pack<T, kVec> out;
 #pragma unroll
                 for (int k = 0; k < kVec; ++k) {
-                    const float xhat = (to_float(b.v[k]) - mu) * rs, g = to_float(a.v[k]) * ws[slot<kVec>(c + k, cols)];
+                    const float xhat = (to_float(b.v[k]) - mu) * rs,
+                                g = to_float(a.v[k]) * weight(c + k, slot<kVec>(c + k, cols));
                     out.v[k] = from_float<T>(rs * (g - g_mean - xhat * gx_mean));
                 }
                 *reinterpret_cast<Pack<T, kVec>*>(dxr + c) = out;
@@ -101,8 +110,8 @@ __global__ void layer_norm_backward_rows(const T* __restrict__ dy, const T* __re
         const int at = slot<kVec>(c, cols);
         float a = 0.0f, b = 0.0f;
         for (int k = 0; k < warps; ++k) {
-            a += smem[cols + static_cast<std::int64_t>(k) * 2 * cols + at];
-            b += smem[cols + static_cast<std::int64_t>(k) * 2 * cols + cols + at];
+            a += smem[w_cols + static_cast<std::int64_t>(k) * 2 * cols + at];
+            b += smem[w_cols + static_cast<std::int64_t>(k) * 2 * cols + cols + at];
         }
         out[c] = a;
         out[cols + c] = b;
@@ -170,7 +179,12 @@ void backward(const void* dy, const void* x, const void* w, const float* mean, c
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) check_launch("(device query)", s);
     const int optin = shared_memory_optin(device, s);
-    const auto bytes_for = [&](int warps) { return (s.cols + 2 * static_cast<std::int64_t>(warps) * s.cols) * 4; };
+    // The most warps per block whose sums fit, the weight in shared memory too where one warp's do with it.
+    bool shared_w = true;
+    const auto bytes_for = [&](int warps) {
+        return ((shared_w ? 1 : 0) + 2 * static_cast<std::int64_t>(warps)) * s.cols * 4;
+    };
+    if (bytes_for(1) > optin) shared_w = false;
     int warps = kMaxWarpsPerBlock;
     while (warps > 1 && bytes_for(warps) > optin) warps /= 2;
     if (bytes_for(warps) > optin) {
@@ -184,9 +198,10 @@ void backward(const void* dy, const void* x, const void* w, const float* mean, c
     const int cols = static_cast<int>(s.cols);
     constexpr int vec = 16 / sizeof(T);
     const bool packs = s.cols % vec == 0 && aligned16(dy) && aligned16(x) && aligned16(dx);
-    auto* kernel = packs ? layer_norm_backward_rows<T, vec> : layer_norm_backward_rows<T, 1>;
-    static std::atomic<bool> raised[2][kMaxDevices]{};  // per kernel (packed or not) and device
-    allow_shared_memory(kernel, device, static_cast<int>(bytes), optin, raised[packs ? 1 : 0], s);
+    auto* kernel = packs ? (shared_w ? layer_norm_backward_rows<T, vec, true> : layer_norm_backward_rows<T, vec, false>)
+                         : (shared_w ? layer_norm_backward_rows<T, 1, true> : layer_norm_backward_rows<T, 1, false>);
+    static std::atomic<bool> raised[4][kMaxDevices]{};  // per kernel (packed or not, weight shared or not) and device
+    allow_shared_memory(kernel, device, static_cast<int>(bytes), optin, raised[(packs ? 1 : 0) + (shared_w ? 2 : 0)], s);
     kernel<<<static_cast<unsigned>(blocks), warps * 32, bytes, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), mean, rstd, s.rows, cols,
         sl.rows_per_warp, sl.warps, static_cast<T*>(dx), scratch);

@@ -1,7 +1,7 @@
 // GPU test of kernels/layer_norm.cu against its CPU reference (kernels/layer_norm_ref.cpp): dx, dw and db over
 // GPT-2 124M's and 1.5B's LayerNorm shapes in bf16, an odd width in fp32 and an unaligned start in bf16 (the
-// one-value path), widths that fit 4, 2 and 1 warps per block (BLOOM-176B's 14336) in shared memory, a single row
-// and two columns. Prints one line per case with the
+// one-value path), widths that fit 4, 2 and 1 warps per block (BLOOM-176B's 14336) in shared memory, one whose
+// weight does not fit beside the sums, a single row and two columns. Prints one line per case with the
 // largest error relative to its tolerance; exit 0 when every case is within it, 1 when one is not, 77 (skipped)
 // without a CUDA device. Run by tests/gpu/test_kernels_gpu.py (and the GPU pack's run.sh).
 #include <cuda_runtime.h>
@@ -157,6 +157,7 @@ int main() {
         {"width 4096: 4 warps per block on an H100, bf16", {256, 4096}, Dtype::BF16},
         {"width 8192: 2 warps per block on an H100, bf16", {96, 8192}, Dtype::BF16},
         {"BLOOM-176B's width 14336: one warp per block, bf16", {64, 14336}, Dtype::BF16},
+        {"width 20480: the weight read from global memory, bf16", {32, 20480}, Dtype::BF16},
         {"x, dy, dx 2 bytes past an aligned address: one-value path, bf16", {300, 768}, Dtype::BF16, 1},
         {"one row", {1, 768}, Dtype::BF16},
         {"two columns", {50, 2}, Dtype::F32},

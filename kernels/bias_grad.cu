@@ -84,14 +84,6 @@ __global__ void bias_grad_columns(const float* __restrict__ scratch, std::int64_
     db[c] = static_cast<float>(s);
 }
 
-void check_launch(const char* what, const BiasGradShape& s) {
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        throw std::runtime_error(std::string("bias grad ") + what + ": CUDA launch over " + std::to_string(s.rows) +
-                                 " rows x " + std::to_string(s.cols) + " failed: " + cudaGetErrorString(e));
-    }
-}
-
 template <typename T>
 void launch(const void* dy, const BiasGradShape& s, float* db, float* scratch, cudaStream_t stream) {
     const Slabs sl = slabs(s);
@@ -101,20 +93,20 @@ void launch(const void* dy, const BiasGradShape& s, float* db, float* scratch, c
     const bool packs = s.cols % vec == 0 && reinterpret_cast<std::uintptr_t>(dy) % 16 == 0;
     auto* kernel = packs ? bias_grad_slabs<T, vec> : bias_grad_slabs<T, 1>;
     kernel<<<grid, kWarps * 32, 0, stream>>>(static_cast<const T*>(dy), s.rows, cols, sl.rows_per_slab, scratch);
-    check_launch("slabs", s);
+    check_launch("bias grad", "slabs", s.rows, s.cols);
     bias_grad_columns<<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream>>>(scratch, sl.count, cols, db);
-    check_launch("columns", s);
+    check_launch("bias grad", "columns", s.rows, s.cols);
 }
 
 }  // namespace
 
 std::int64_t bias_grad_scratch_floats(const BiasGradShape& s) {
-    check_shape(s);
+    check_rows("bias grad", s);
     return slabs(s).count * s.cols;
 }
 
 void bias_grad_cuda(const void* dy, Dtype dtype, const BiasGradShape& shape, float* db, float* scratch, void* stream) {
-    check_shape(shape);
+    check_rows("bias grad", shape);
     auto* st = static_cast<cudaStream_t>(stream);
     if (dtype == Dtype::F32) launch<float>(dy, shape, db, scratch, st);
     else launch<__nv_bfloat16>(dy, shape, db, scratch, st);

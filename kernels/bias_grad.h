@@ -15,13 +15,7 @@
 
 namespace mds::kernels {
 
-struct BiasGradShape {
-    std::int64_t rows = 0;
-    std::int64_t cols = 0;
-};
-
-// Throws std::invalid_argument naming the field when a size is out of range (rows or cols < 1, cols ≥ 2^31).
-void check_shape(const BiasGradShape& s);
+using BiasGradShape = RowsShape;  // checked by check_rows("bias grad", shape)
 
 // fp32 scratch the CUDA kernels need for this shape (the slabs' partial sums).
 std::int64_t bias_grad_scratch_floats(const BiasGradShape& s);

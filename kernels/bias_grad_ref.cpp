@@ -7,18 +7,8 @@
 
 namespace mds::kernels {
 
-void check_shape(const BiasGradShape& s) {
-    auto bad = [&](const std::string& what) {
-        throw std::invalid_argument("bias grad: " + what + " (rows " + std::to_string(s.rows) + ", cols " +
-                                    std::to_string(s.cols) + ")");
-    };
-    if (s.rows < 1) bad("rows must be at least 1");
-    if (s.cols < 1) bad("cols must be at least 1");
-    if (s.cols > std::numeric_limits<std::int32_t>::max()) bad("cols must be below 2^31");
-}
-
 void bias_grad_ref(const void* dy, Dtype dtype, const BiasGradShape& shape, float* db) {
-    check_shape(shape);
+    check_rows("bias grad", shape);
     const auto cols = static_cast<std::size_t>(shape.cols);
     std::vector<double> sum(cols, 0.0);
     for (std::int64_t r = 0; r < shape.rows; ++r) {

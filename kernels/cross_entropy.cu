@@ -94,14 +94,6 @@ __global__ void __launch_bounds__(kThreads)
 // ----------------------------------------------------------------------------------------------------
 // kernel launchers
 
-void check_launch(const char* what, const CrossEntropyShape& s) {
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        throw std::runtime_error(std::string("cross entropy ") + what + ": CUDA launch of " + std::to_string(s.rows) +
-                                 " rows x " + std::to_string(s.vocab) + " failed: " + cudaGetErrorString(e));
-    }
-}
-
 void check_grid(const CrossEntropyShape& s) {
     if (s.rows > 0x7fffffff) throw std::invalid_argument("cross entropy: rows must be below 2^31 (one block each)");
 }
@@ -125,7 +117,7 @@ void forward(const void* logits, const CrossEntropyShape& s, const std::int64_t*
     } else {
         cross_entropy_forward_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, s.vocab, s.stride, targets, loss, lse);
     }
-    check_launch("forward", s);
+    check_launch("cross entropy", "forward", s.rows, s.vocab);
 }
 
 template <typename T>
@@ -140,7 +132,7 @@ void backward(const void* logits, const CrossEntropyShape& s, const std::int64_t
     } else {
         cross_entropy_backward_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, s.vocab, s.stride, targets, lse, dloss, d);
     }
-    check_launch("backward", s);
+    check_launch("cross entropy", "backward", s.rows, s.vocab);
 }
 
 }  // namespace

@@ -1,8 +1,13 @@
-// Device helpers the kernels/*.cu files share: fp32 ↔ element type (bf16 rounded to nearest even), and a pack of
-// values moved as one aligned load or store.
+// Helpers the kernels/*.cu files share: fp32 ↔ element type (bf16 rounded to nearest even), a pack of values
+// moved as one aligned load or store, and the check of a row kernel's launch.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace mds::kernels {
 
@@ -20,5 +25,15 @@ template <typename T, int kVec>
 struct alignas(sizeof(T) * kVec) Pack {
     T v[kVec];
 };
+
+// Throws std::runtime_error "<op> <stage>: CUDA launch over R rows x C failed: <CUDA's message>" when the last
+// launch (or runtime call) failed.
+inline void check_launch(const char* op, const char* stage, std::int64_t rows, std::int64_t cols) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        throw std::runtime_error(std::string(op) + " " + stage + ": CUDA launch over " + std::to_string(rows) + " rows x " +
+                                 std::to_string(cols) + " failed: " + cudaGetErrorString(e));
+    }
+}
 
 }  // namespace mds::kernels

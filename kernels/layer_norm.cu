@@ -131,15 +131,6 @@ __global__ void layer_norm_backward_columns(const float* __restrict__ scratch, s
     db[c] = static_cast<float>(b);
 }
 
-void check_launch(const char* what, const LayerNormShape& s) {
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        throw std::runtime_error(std::string("layer norm backward ") + what + ": CUDA launch over " +
-                                 std::to_string(s.rows) + " rows x " + std::to_string(s.cols) +
-                                 " failed: " + cudaGetErrorString(e));
-    }
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 constexpr int kMaxDevices = 64;  // devices whose answers below are remembered; others ask every time
@@ -153,7 +144,7 @@ int shared_memory_optin(int device, const LayerNormShape& s) {
     }
     int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
-        check_launch("(device query)", s);
+        check_launch("layer norm backward", "(device query)", s.rows, s.cols);
     }
     if (device < kMaxDevices) known[device].store(optin, std::memory_order_relaxed);
     return optin;
@@ -168,7 +159,7 @@ void allow_shared_memory(Kernel kernel, int device, int bytes, int optin, std::a
     if (bytes <= 48 * 1024) return;
     if (device < kMaxDevices && raised[device].load(std::memory_order_relaxed)) return;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess) {
-        check_launch("(shared memory opt-in)", s);
+        check_launch("layer norm backward", "(shared memory opt-in)", s.rows, s.cols);
     }
     if (device < kMaxDevices) raised[device].store(true, std::memory_order_relaxed);
 }
@@ -177,7 +168,7 @@ template <typename T>
 void backward(const void* dy, const void* x, const void* w, const float* mean, const float* rstd,
               const LayerNormShape& s, void* dx, float* dw, float* db, float* scratch, cudaStream_t stream) {
     int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) check_launch("(device query)", s);
+    if (cudaGetDevice(&device) != cudaSuccess) check_launch("layer norm backward", "(device query)", s.rows, s.cols);
     const int optin = shared_memory_optin(device, s);
     // The most warps per block whose sums fit, the weight in shared memory too where one warp's do with it.
     bool shared_w = true;
@@ -205,23 +196,23 @@ void backward(const void* dy, const void* x, const void* w, const float* mean, c
     kernel<<<static_cast<unsigned>(blocks), warps * 32, bytes, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), mean, rstd, s.rows, cols,
         sl.rows_per_warp, sl.warps, static_cast<T*>(dx), scratch);
-    check_launch("rows", s);
+    check_launch("layer norm backward", "rows", s.rows, s.cols);
     layer_norm_backward_columns<<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream>>>(scratch, blocks, cols,
                                                                                              dw, db);
-    check_launch("columns", s);
+    check_launch("layer norm backward", "columns", s.rows, s.cols);
 }
 
 }  // namespace
 
 std::int64_t layer_norm_scratch_floats(const LayerNormShape& s) {
-    check_shape(s);
+    check_rows("layer norm", s);
     return 2 * slabs(s.rows).warps * s.cols;  // one block per warp at most
 }
 
 void layer_norm_backward_cuda(const void* dy, const void* x, const void* w, Dtype dtype, const float* mean,
                               const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db,
                               float* scratch, void* stream) {
-    check_shape(shape);
+    check_rows("layer norm", shape);
     auto* st = static_cast<cudaStream_t>(stream);
     if (dtype == Dtype::F32) backward<float>(dy, x, w, mean, rstd, shape, dx, dw, db, scratch, st);
     else backward<__nv_bfloat16>(dy, x, w, mean, rstd, shape, dx, dw, db, scratch, st);

@@ -18,13 +18,7 @@
 
 namespace mds::kernels {
 
-struct LayerNormShape {
-    std::int64_t rows = 0;
-    std::int64_t cols = 0;
-};
-
-// Throws std::invalid_argument naming the field when a size is out of range (rows or cols < 1, cols ≥ 2^31).
-void check_shape(const LayerNormShape& s);
+using LayerNormShape = RowsShape;  // checked by check_rows("layer norm", shape)
 
 // fp32 scratch the CUDA backward needs for this shape (its blocks' partial sums).
 std::int64_t layer_norm_scratch_floats(const LayerNormShape& s);

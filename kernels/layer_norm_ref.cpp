@@ -7,16 +7,6 @@
 
 namespace mds::kernels {
 
-void check_shape(const LayerNormShape& s) {
-    auto bad = [&](const std::string& what) {
-        throw std::invalid_argument("layer norm: " + what + " (rows " + std::to_string(s.rows) + ", cols " +
-                                    std::to_string(s.cols) + ")");
-    };
-    if (s.rows < 1) bad("rows must be at least 1");
-    if (s.cols < 1) bad("cols must be at least 1");
-    if (s.cols > std::numeric_limits<std::int32_t>::max()) bad("cols must be below 2^31");
-}
-
 namespace {
 
 struct Values {
@@ -32,7 +22,7 @@ struct Values {
 
 void layer_norm_backward_ref(const void* dy, const void* x, const void* w, Dtype dtype, const float* mean,
                              const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db) {
-    check_shape(shape);
+    check_rows("layer norm", shape);
     const Values dyv{dy, dtype}, xv{x, dtype}, wv{w, dtype};
     const auto c = shape.cols;
     std::vector<double> sum_dw(static_cast<std::size_t>(c), 0.0), sum_db(static_cast<std::size_t>(c), 0.0);

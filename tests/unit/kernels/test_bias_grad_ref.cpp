@@ -46,6 +46,6 @@ TEST_CASE("bias grad reference: shapes out of range are refused by name") {
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(bias_grad_ref(&in, Dtype::F32, {1, 0}, &out), "bias grad: cols must be at least 1 (rows 1, cols 0)",
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(check_shape(BiasGradShape{1, std::int64_t{1} << 31}),
+    CHECK_THROWS_WITH_AS(check_rows("bias grad", BiasGradShape{1, std::int64_t{1} << 31}),
                          "bias grad: cols must be below 2^31 (rows 1, cols 2147483648)", std::invalid_argument);
 }

@@ -102,8 +102,8 @@ TEST_CASE("layer norm reference backward in bf16: the fp32 result rounded to bf1
 }
 
 TEST_CASE("layer norm shapes out of range are refused") {
-    CHECK_THROWS_WITH_AS(check_shape(LayerNormShape{0, 8}), "layer norm: rows must be at least 1 (rows 0, cols 8)",
+    CHECK_THROWS_WITH_AS(check_rows("layer norm", LayerNormShape{0, 8}), "layer norm: rows must be at least 1 (rows 0, cols 8)",
                          std::invalid_argument);
-    CHECK_THROWS_AS(check_shape(LayerNormShape{2, 0}), std::invalid_argument);
-    CHECK_THROWS_AS(check_shape(LayerNormShape{2, std::int64_t{1} << 31}), std::invalid_argument);
+    CHECK_THROWS_AS(check_rows("layer norm", LayerNormShape{2, 0}), std::invalid_argument);
+    CHECK_THROWS_AS(check_rows("layer norm", LayerNormShape{2, std::int64_t{1} << 31}), std::invalid_argument);
 }

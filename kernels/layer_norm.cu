@@ -1,8 +1,8 @@
 // CUDA kernels of kernels/layer_norm.h. The row kernel: up to 8 warps per block, each warp a slab of consecutive
 // rows, each lane its own columns of every row (16-byte loads where the rows allow), two passes per row (the row
 // sums, then dx; the second pass reads what the first brought into the cache). The warps' dw / db sums live in
-// shared memory, and the weight where it fits beside them; at the end the block adds its warps' sums column by column and writes them to the
-// scratch, and the column kernel adds the blocks' in double. The slab of each warp depends only on the shape and
+// shared memory, and the weight where it fits beside them; at the end the block adds its warps' sums column by
+// column and writes them to the scratch, and the column kernel adds the blocks' in double. The slab of each warp depends only on the shape and
 // the warps per block on the width and the device's shared memory: the same result on every run on one kind of GPU
 // (for widths over ~2,400 an A100 groups the warps differently from an H100, so dw and db may differ in the last
 // bits between the two).

@@ -85,11 +85,12 @@ TEST_CASE("online log-sum-exp: +inf, -inf and NaN wherever they fall") {
     const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
     std::vector<float> row(4096, 0.25f);
     // Two +inf in one thread's values, in two lanes of a warp, in two warps: +inf, never NaN.
-    for (const auto& [a, b] : {std::pair<std::size_t, std::size_t>{0, 512}, {0, 1}, {3, 40}, {100, 3000}, {5, 5 + 4096 / 2}}) {
+    // (no structured binding: clang 14 does not capture one in INFO's lambda)
+    for (const auto& at : {std::pair<std::size_t, std::size_t>{0, 512}, {0, 1}, {3, 40}, {100, 3000}, {5, 5 + 4096 / 2}}) {
         auto r = row;
-        r[a] = inf;
-        r[b] = inf;
-        INFO("+inf at " << a << " and " << b);
+        r[at.first] = inf;
+        r[at.second] = inf;
+        INFO("+inf at " << at.first << " and " << at.second);
         check_same(r, "two +inf");
         CHECK(kernel_order(r, 8) == inf);
     }

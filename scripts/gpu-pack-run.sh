@@ -24,7 +24,8 @@
 # skipped). On an H200 the steps above take about 40 + 60 + 110 + 140 + 40 s, the build overlapping the tests.
 #
 # Results: $OUT/summary.md (the step table, the GPU, both benchmark tables, the tests' last lines), results-*.json
-# (bench/gpu's numbers), logs.tar.gz (every log). The device tool returns at most 8 files from $OUT.
+# (bench/gpu's numbers), logs.tar.gz (every log); with MDS_GPU_PLAN=variants, trace-124M.json.gz (the 124M
+# profile's trace, where it is 16 MiB or less gzipped). The device tool returns at most 8 files from $OUT.
 # Exit status: 0 when every step passed or was skipped for want of hardware, 1 when one failed, 2 when a packed
 # binary does not resolve.
 #
@@ -107,6 +108,13 @@ finish() {
     [[ -f $j ]] && cp "$j" "$out/results-$(basename "$(dirname "$j")" | sed 's/^bench-//').json"
   done
   tar -C "$scratch" -czf "$out/logs.tar.gz" logs 2>/dev/null
+  # The variants plan's 124M profile: LibTorch's trace of its two iterations (every kernel with its launching
+  # operator, for a look in Perfetto or a script), when it fits what the device tool brings back (16 MiB a file).
+  for t in "$work"/prof-124M/*.pt.trace.json; do
+    [[ -f $t ]] || continue
+    gzip -c "$t" >"$out/trace-124M.json.gz"
+    (( $(stat -c %s "$out/trace-124M.json.gz") <= 16 * 1024 * 1024 )) || rm -f "$out/trace-124M.json.gz"
+  done
   cat "$logs/summary.md"
   rm -rf "$scratch"
   exit "$status"
@@ -211,11 +219,13 @@ bench() {  # bench NAME LIMIT ARGS...
 # MDS_GPU_PLAN=variants: after the gpu tests, mds-train's variants beside PyTorch eager (no llm.c, no
 # torch.compile), in the order of what they decide, since the budget may end the list: the default (LibTorch 2.11
 # picks cuDNN's attention on an H200), the fused cross entropy, all four fusions (cross entropy, Adam step,
-# LayerNorm backward, bias gradients), 1.5B without and with them, no timers (--timing-log-level 0), 1.5B without the LayerNorm's,
-# then the profiles (kernels by time, host synchronisations), FlashAttention instead, ALiBi; the tables and
-# mds-train's attention and profiler lines in summary.md.
+# LayerNorm backward, bias gradients), the profile with them at 124M (kernels by time, host synchronisations; its
+# trace comes back as trace-124M.json.gz), 1.5B without and with them, no timers (--timing-log-level 0),
+# FlashAttention instead, ALiBi, the 1.5B profile; the tables and mds-train's attention and profiler lines in
+# summary.md.
 if [[ $plan == variants && $dry != 1 ]]; then
   prof="--profile --use-pytorch-profiler --tensorboard-dir $work/prof"
+  prof124="--profile --use-pytorch-profiler --tensorboard-dir $work/prof-124M"
   bench v124M 150 --size 124M --device cuda --impls mds,eager --timeout 100
   # kernels/cross_entropy.cu instead of ATen's fp32 copy, log-softmax and NLL (25.8 of 177 ms per step on an H200).
   bench v124M-ce-fusion 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args=--cross-entropy-loss-fusion
@@ -224,14 +234,13 @@ if [[ $plan == variants && $dry != 1 ]]; then
   # kernels/bias_grad.cu's bias gradients (ATen's column reductions: 7.0 of 177 ms at 124M).
   fusions="--cross-entropy-loss-fusion --adam-step-fusion --layernorm-backward-fusion --bias-grad-fusion"
   bench v124M-fusions 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args "$fusions"
+  # Where the time goes with them: the kernels by time, and the trace (trace-124M.json.gz), for the next kernels.
+  bench v124M-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
+    --mds-args "$fusions $prof124 --profile-step-start 6 --profile-step-end 8"
   bench v1.5B 150 --size 1.5B --device cuda --impls mds,eager --timeout 70
   bench v1.5B-fusions 70 --size 1.5B --device cuda --impls mds --timeout 60 --mds-args "$fusions"
   # No timers in the step (--timing-log-level 0, Megatron-LM's default): none of their 32 device waits per iteration.
   bench v124M-timing0 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args "$fusions --timing-log-level 0"
-  bench v1.5B-ce-adam-fusion 70 --size 1.5B --device cuda --impls mds --timeout 60 \
-    --mds-args "--cross-entropy-loss-fusion --adam-step-fusion"
-  bench v124M-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
-    --mds-args "$fusions $prof --profile-step-start 6 --profile-step-end 8"
   bench v124M-flash-attention 70 --size 124M --device cuda --impls mds --timeout 45 --mds-args "--attention-backend flash"
   bench v124M-alibi 70 --size 124M --device cuda --impls mds --timeout 45 \
     --mds-args "--position-embedding-type alibi $prof --profile-step-start 26 --profile-step-end 28"

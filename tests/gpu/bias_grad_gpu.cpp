@@ -51,8 +51,8 @@ double run_case(const Case& c, std::mt19937_64& rng) {
     bias_grad_ref(host, c.dtype, s, want.data());
 
     const std::size_t off = c.offset * elt;
-    DeviceBuffer dy_buf(off + n * elt), d_db(cols * 4), d_scratch(static_cast<std::size_t>(bias_grad_scratch_floats(s)) * 4);
-    void* const dy_dev = static_cast<char*>(dy_buf.p) + off;
+    DeviceBuffer dy_buf(n * elt, off), d_db(cols * 4), d_scratch(static_cast<std::size_t>(bias_grad_scratch_floats(s)) * 4);
+    void* const dy_dev = dy_buf.at();
     if (!cuda_ok(cudaMemcpy(dy_dev, host, n * elt, cudaMemcpyHostToDevice), "copy dy")) return INFINITY;
     std::vector<float> got(cols), again(cols);
     for (auto* out : {&got, &again}) {

@@ -93,10 +93,10 @@ double run_case(const Case& c, std::mt19937_64& rng) {
 
     // The kernels; the gradient buffer starts with the same sentinel so that its padding is compared too.
     const std::size_t off = c.offset * elt;
-    DeviceBuffer logits_buf(off + n * elt), d_labels(labels.size() * 8), d_loss(labels.size() * 4),
-        d_lse(labels.size() * 4), d_dloss(labels.size() * 4), grad_buf(off + n * elt);
-    void* const logits_dev = static_cast<char*>(logits_buf.p) + off;
-    void* const grad_dev = static_cast<char*>(grad_buf.p) + off;
+    DeviceBuffer logits_buf(n * elt, off), d_labels(labels.size() * 8), d_loss(labels.size() * 4),
+        d_lse(labels.size() * 4), d_dloss(labels.size() * 4), grad_buf(n * elt, off);
+    void* const logits_dev = logits_buf.at();
+    void* const grad_dev = grad_buf.at();
     std::vector<float> sentinel_f(d_ref_f.size(), -7.0f);
     std::vector<std::uint16_t> sentinel_b(d_ref_b.size(), 0x7F7F);
     const void* host_sentinel = c.dtype == Dtype::F32 ? static_cast<const void*>(sentinel_f.data()) : sentinel_b.data();

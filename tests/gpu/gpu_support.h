@@ -21,12 +21,16 @@ inline bool cuda_ok(cudaError_t e, const char* what) {
     return false;
 }
 
+// `bytes` of device memory; with `offset`, they start that many bytes past the aligned allocation (at()): the
+// unaligned starts that a kernel meets in tensors that are views.
 struct DeviceBuffer {
     void* p = nullptr;
-    explicit DeviceBuffer(std::size_t bytes) {
-        if (!cuda_ok(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc")) std::exit(1);
+    std::size_t offset = 0;
+    explicit DeviceBuffer(std::size_t bytes, std::size_t offset_bytes = 0) : offset(offset_bytes) {
+        if (!cuda_ok(cudaMalloc(&p, offset + bytes == 0 ? 1 : offset + bytes), "cudaMalloc")) std::exit(1);
     }
     ~DeviceBuffer() { cudaFree(p); }
+    void* at() const { return static_cast<char*>(p) + offset; }
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };

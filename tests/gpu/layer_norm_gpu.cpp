@@ -76,12 +76,12 @@ double run_case(const Case& c, std::mt19937_64& rng) {
     layer_norm_backward_ref(hdy, hx, hw, c.dtype, mean.data(), rstd.data(), s, dx_ref, dw_ref.data(), db_ref.data());
 
     const std::size_t off = c.offset * elt;
-    DeviceBuffer x_buf(off + n * elt), dy_buf(off + n * elt), d_w(cols * elt), d_mean(mean.size() * 4),
-        d_rstd(rstd.size() * 4), dx_buf(off + n * elt), d_dw(cols * 4), d_db(cols * 4),
+    DeviceBuffer x_buf(n * elt, off), dy_buf(n * elt, off), d_w(cols * elt), d_mean(mean.size() * 4),
+        d_rstd(rstd.size() * 4), dx_buf(n * elt, off), d_dw(cols * 4), d_db(cols * 4),
         d_scratch(static_cast<std::size_t>(layer_norm_scratch_floats(s)) * 4);
-    void* const x_dev = static_cast<char*>(x_buf.p) + off;
-    void* const dy_dev = static_cast<char*>(dy_buf.p) + off;
-    void* const dx_dev = static_cast<char*>(dx_buf.p) + off;
+    void* const x_dev = x_buf.at();
+    void* const dy_dev = dy_buf.at();
+    void* const dx_dev = dx_buf.at();
     bool ok = cuda_ok(cudaMemcpy(x_dev, hx, n * elt, cudaMemcpyHostToDevice), "copy x") &&
               cuda_ok(cudaMemcpy(dy_dev, hdy, n * elt, cudaMemcpyHostToDevice), "copy dy") &&
               cuda_ok(cudaMemcpy(d_w.p, hw, cols * elt, cudaMemcpyHostToDevice), "copy w") &&

@@ -51,6 +51,39 @@ std::map<std::uint64_t, std::vector<const ProfileEvent*>> cpu_ops_by_thread(cons
     return by_thread;
 }
 
+// Where each of `events` (host events: runtime calls) happened: the outermost and the innermost operator around
+// it on its thread ("in OUTER > INNER", "in OP", "outside any operator"), leaving out the window's ProfilerStep#
+// ranges, which hold every operator of a step. One sweep per thread over its operators, the events in time order.
+std::vector<std::string> places(const std::map<std::uint64_t, std::vector<const ProfileEvent*>>& ops,
+                                const std::vector<const ProfileEvent*>& events) {
+    std::vector<std::string> out(events.size(), "outside any operator");
+    std::map<std::uint64_t, std::vector<std::size_t>> by_thread;
+    for (std::size_t i = 0; i < events.size(); ++i) by_thread[events[i]->thread].push_back(i);
+    for (auto& [thread, idx] : by_thread) {
+        const auto it = ops.find(thread);
+        if (it == ops.end()) continue;
+        const auto& list = it->second;
+        std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return events[a]->start_ns < events[b]->start_ns; });
+        std::vector<const ProfileEvent*> open;  // the operators started so far and not ended before the current event
+        std::size_t next = 0;
+        for (const std::size_t i : idx) {
+            const ProfileEvent& e = *events[i];
+            for (; next < list.size() && list[next]->start_ns <= e.start_ns; ++next)
+                if (list[next]->name.rfind("ProfilerStep#", 0) != 0) open.push_back(list[next]);
+            std::erase_if(open, [&](const ProfileEvent* op) { return op->end_ns < e.start_ns; });
+            std::string outer, inner;
+            for (const auto* op : open) {  // in start order: the outer one first
+                if (op->end_ns < e.end_ns) continue;
+                if (outer.empty()) outer = op->name;
+                inner = op->name;
+            }
+            if (outer.empty()) continue;
+            out[i] = "in " + outer + (inner != outer ? " > " + inner : "");
+        }
+    }
+    return out;
+}
+
 struct Total {
     double ns = 0;
     std::int64_t calls = 0;
@@ -100,6 +133,32 @@ std::vector<std::string> summarize_profile(const std::vector<ProfileEvent>& even
                       fixed(static_cast<double>(launches) / its, 0) + " kernels and copies (" +
                       std::to_string(kernels.size()) + " distinct); the longest:");
         table(out, by_time(kernels), device_ns, its, top);
+
+        // The same device time by the operators that launched it: the runtime call with the kernel's correlation.
+        std::map<std::uint64_t, const ProfileEvent*> launch_of;
+        for (const auto& e : events)
+            if (e.kind == ProfileEventKind::Runtime && e.correlation != 0) launch_of.emplace(e.correlation, &e);
+        std::vector<const ProfileEvent*> launchers;
+        std::vector<double> launched_ns;
+        for (const auto& e : events) {
+            if (e.kind != ProfileEventKind::Kernel && e.kind != ProfileEventKind::Memcpy && e.kind != ProfileEventKind::Memset)
+                continue;
+            const auto it = e.correlation != 0 ? launch_of.find(e.correlation) : launch_of.end();
+            if (it == launch_of.end()) continue;
+            launchers.push_back(it->second);
+            launched_ns.push_back(static_cast<double>(e.end_ns - e.start_ns));
+        }
+        if (!launchers.empty()) {
+            const auto where = places(ops, launchers);
+            std::map<std::string, Total> by_op;
+            for (std::size_t i = 0; i < launchers.size(); ++i) {
+                auto& t = by_op[where[i]];
+                t.ns += launched_ns[i];
+                t.calls += 1;
+            }
+            out.push_back("the same GPU time by the operator that launched it (outermost > innermost on its thread):");
+            table(out, by_time(by_op), device_ns, its, top);
+        }
     } else {
         // Self time: an operator's time less that of the operators it called on the same thread.
         std::map<std::string, Total> self;
@@ -145,23 +204,13 @@ std::vector<std::string> summarize_profile(const std::vector<ProfileEvent>& even
     }
 
     // Host synchronisations, each with the outermost and the innermost operator around it on its thread.
+    std::vector<const ProfileEvent*> sync_calls;
+    for (const auto& e : events)
+        if (e.kind == ProfileEventKind::Runtime && is_sync_call(e.name)) sync_calls.push_back(&e);
+    const auto sync_places = places(ops, sync_calls);
     std::map<std::string, std::int64_t> syncs;
-    std::int64_t sync_count = 0;
-    for (const auto& e : events) {
-        if (e.kind != ProfileEventKind::Runtime || !is_sync_call(e.name)) continue;
-        std::string outer, inner;
-        if (auto it = ops.find(e.thread); it != ops.end())
-            for (const auto* op : it->second) {
-                if (op->start_ns > e.start_ns) break;
-                if (op->end_ns < e.end_ns) continue;
-                if (outer.empty()) outer = op->name;
-                inner = op->name;
-            }
-        std::string where = outer.empty() ? "outside any operator" : "in " + outer;
-        if (!inner.empty() && inner != outer) where += " > " + inner;
-        syncs[e.name + " " + where] += 1;
-        sync_count += 1;
-    }
+    const auto sync_count = static_cast<std::int64_t>(sync_calls.size());
+    for (std::size_t i = 0; i < sync_calls.size(); ++i) syncs[sync_calls[i]->name + " " + sync_places[i]] += 1;
     if (cuda) {
         out.push_back("host synchronisations: " + fixed(static_cast<double>(sync_count) / its, 1) + " per iteration" +
                       (syncs.empty() ? "" : ":"));
@@ -313,6 +362,7 @@ void StepProfiler::stop(std::int64_t completed) {
         p.thread = static_cast<std::uint64_t>(e.deviceResourceId());
         p.start_ns = e.startNs();
         p.end_ns = std::max(e.endNs(), e.startNs());
+        p.correlation = e.correlationId();
         events.push_back(std::move(p));
     }
     print_info("profiler: rank " + std::to_string(options_.rank) + ": " + window + "; trace " + path);

@@ -28,16 +28,12 @@ template <typename T>
 inline T min(T a, T b) {
     return b < a ? b : a;
 }
-template <typename T>
-inline T max(T a, T b) {
-    return a < b ? b : a;
-}
 
 namespace mds_emu {
 
-// Runs `body` as every thread of every block of the grid (blocks one after another); false with the reason in
-// the runtime's last error when the configuration is one CUDA refuses.
-bool run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body);
+// Runs `body` as every thread of every block of the grid (blocks one after another); a configuration CUDA refuses
+// runs nothing and leaves the reason in the runtime's last error, as a launch does.
+void run_grid(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, const std::function<void()>& body);
 
 // This block's dynamic shared memory (filled with 0xFF bytes at the block's start: NaN as floats).
 void* dynamic_shared_bytes();

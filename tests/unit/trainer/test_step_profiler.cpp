@@ -69,6 +69,43 @@ TEST_CASE("summarize_profile on a GPU: kernels by device time per iteration, syn
     DOCTEST_CHECK(!has_line(lines, "cudaMemcpyAsync"));
 }
 
+TEST_CASE("summarize_profile on a GPU: device time by the operator that launched it, the step ranges left out") {
+    const auto K = ProfileEventKind::Kernel, R = ProfileEventKind::Runtime, C = ProfileEventKind::CpuOp;
+    auto launched = [](ProfileEvent e, std::uint64_t correlation) {
+        e.correlation = correlation;
+        return e;
+    };
+    std::vector<ProfileEvent> events = {
+        // thread 1, the forward: aten::linear > aten::addmm launches a GEMM (4 ms); aten::add an add (1 ms)
+        ev("ProfilerStep#7", C, 1, 0, 900), ev("aten::linear", C, 1, 10, 60), ev("aten::addmm", C, 1, 20, 50),
+        launched(ev("cudaLaunchKernel", R, 1, 30, 35), 11), ev("aten::add", C, 1, 70, 90),
+        launched(ev("cudaLaunchKernel", R, 1, 75, 80), 12),
+        // thread 2, the backward: the autograd node's mm launches a GEMM (2 ms) and a copy (0.5 ms)
+        ev("autograd::engine::evaluate_function: AddmmBackward0", C, 2, 100, 300), ev("aten::mm", C, 2, 110, 150),
+        launched(ev("cudaLaunchKernel", R, 2, 120, 125), 13), ev("aten::copy_", C, 2, 160, 200),
+        launched(ev("cudaMemcpyAsync", R, 2, 170, 180), 14),
+        // a launch outside any operator but the step (1.5 ms)
+        launched(ev("cudaLaunchKernel", R, 1, 800, 805), 15),
+        // the device: each with its launch's correlation; a kernel without one is left out of the second table
+        launched(ev("sm90_gemm", K, 7, 1000, 5000), 11), launched(ev("add_kernel", K, 7, 5000, 6000), 12),
+        launched(ev("sm90_gemm", K, 7, 6000, 8000), 13),
+        launched(ev("Memcpy DtoD (Device -> Device)", ProfileEventKind::Memcpy, 7, 8000, 8500), 14),
+        launched(ev("reduce_kernel", K, 7, 8500, 10000), 15), ev("nccl_kernel", K, 7, 10000, 10250),
+    };
+    const auto lines = summarize_profile(events, 1, /*cuda=*/true);
+    INFO(joined(lines));
+    DOCTEST_CHECK(has_line(lines, "GPU time 9.250 ms per iteration"));
+    DOCTEST_CHECK(has_line(lines, "the same GPU time by the operator that launched it"));
+    DOCTEST_CHECK(has_line(lines, "     4.000   43.2%         1.0  in aten::linear > aten::addmm"));
+    DOCTEST_CHECK(has_line(lines, "     2.000   21.6%         1.0  in autograd::engine::evaluate_function: AddmmBackward0 > aten::mm"));
+    DOCTEST_CHECK(has_line(lines, "     1.500   16.2%         1.0  outside any operator"));
+    DOCTEST_CHECK(has_line(lines, "     1.000   10.8%         1.0  in aten::add"));
+    DOCTEST_CHECK(has_line(lines, "     0.500    5.4%         1.0  in autograd::engine::evaluate_function: AddmmBackward0 > aten::copy_"));
+    DOCTEST_CHECK(!has_line(lines, "ProfilerStep#7"));
+    // The GEMMs of both passes stay one row in the first table.
+    DOCTEST_CHECK(has_line(lines, "     6.000   64.9%         2.0  sm90_gemm"));
+}
+
 TEST_CASE("summarize_profile: a GPU window without synchronisations says so; top limits the rows") {
     std::vector<ProfileEvent> events;
     for (int i = 0; i < 20; ++i)

@@ -6,9 +6,9 @@
 // and stops after iteration --profile-step-end, so the defaults 10 and 12 profile the steps logged as
 // iterations 11 and 12, on the ranks of --profile-ranks (default 0).
 //
-// The summary (summarize_profile, pure, so tested without a device): the device's kernels by time (or on
-// a CPU the operators by self time), and every host synchronisation of the window with the operator that
-// made it (a CUDA runtime call named *Synchronize, or a blocking cudaMemcpy).
+// The summary (summarize_profile, pure, so tested without a device): the device's kernels by time and by the
+// operators that launched them (or on a CPU the operators by self time), and every host synchronisation of the
+// window with the operator that made it (a CUDA runtime call named *Synchronize, or a blocking cudaMemcpy).
 #pragma once
 
 #include <cstdint>
@@ -34,12 +34,14 @@ struct ProfileEvent {
     ProfileEventKind kind = ProfileEventKind::Other;
     std::uint64_t thread = 0;       // host thread (CPU operators and runtime calls nest per thread)
     std::uint64_t start_ns = 0, end_ns = 0;
+    std::uint64_t correlation = 0;  // a kernel, copy or set and the runtime call that launched it share it (0: none)
 };
 
-// The summary's lines (no prefix): the kernels or operators taking the most time (`top` of them) and
-// the host synchronisations, each per profiled iteration.
+// The summary's lines (no prefix): the kernels or operators taking the most time (`top` of them); on a GPU
+// also the device time by the operators that launched the kernels (outermost and innermost around the launch on
+// its thread); the host synchronisations; each per profiled iteration.
 std::vector<std::string> summarize_profile(const std::vector<ProfileEvent>& events, std::int64_t iterations,
-                                           bool cuda, std::size_t top = 12);
+                                           bool cuda, std::size_t top = 25);
 
 class StepProfiler {
 public:

@@ -116,9 +116,16 @@ std::vector<std::string> summarize_profile(const std::vector<ProfileEvent>& even
     const auto ops = cpu_ops_by_thread(events);
 
     if (cuda) {
+        // One pass over the device activities (kernels, copies, memsets): their totals by name, and each one's
+        // launching runtime call (the same correlation id) for the second table.
+        std::map<std::uint64_t, const ProfileEvent*> launch_of;
+        for (const auto& e : events)
+            if (e.kind == ProfileEventKind::Runtime && e.correlation != 0) launch_of.emplace(e.correlation, &e);
         std::map<std::string, Total> kernels;
         double device_ns = 0;
         std::int64_t launches = 0;
+        std::vector<const ProfileEvent*> launchers;
+        std::vector<double> launched_ns;
         for (const auto& e : events) {
             if (e.kind != ProfileEventKind::Kernel && e.kind != ProfileEventKind::Memcpy && e.kind != ProfileEventKind::Memset)
                 continue;
@@ -128,26 +135,17 @@ std::vector<std::string> summarize_profile(const std::vector<ProfileEvent>& even
             t.calls += 1;
             device_ns += ns;
             launches += 1;
+            const auto it = e.correlation != 0 ? launch_of.find(e.correlation) : launch_of.end();
+            if (it == launch_of.end()) continue;
+            launchers.push_back(it->second);
+            launched_ns.push_back(ns);
         }
         out.push_back("GPU time " + fixed(device_ns / 1e6 / its, 3) + " ms per iteration in " +
                       fixed(static_cast<double>(launches) / its, 0) + " kernels and copies (" +
                       std::to_string(kernels.size()) + " distinct); the longest:");
         table(out, by_time(kernels), device_ns, its, top);
 
-        // The same device time by the operators that launched it: the runtime call with the kernel's correlation.
-        std::map<std::uint64_t, const ProfileEvent*> launch_of;
-        for (const auto& e : events)
-            if (e.kind == ProfileEventKind::Runtime && e.correlation != 0) launch_of.emplace(e.correlation, &e);
-        std::vector<const ProfileEvent*> launchers;
-        std::vector<double> launched_ns;
-        for (const auto& e : events) {
-            if (e.kind != ProfileEventKind::Kernel && e.kind != ProfileEventKind::Memcpy && e.kind != ProfileEventKind::Memset)
-                continue;
-            const auto it = e.correlation != 0 ? launch_of.find(e.correlation) : launch_of.end();
-            if (it == launch_of.end()) continue;
-            launchers.push_back(it->second);
-            launched_ns.push_back(static_cast<double>(e.end_ns - e.start_ns));
-        }
+        // The same device time by the operators that launched it.
         if (!launchers.empty()) {
             const auto where = places(ops, launchers);
             std::map<std::string, Total> by_op;

@@ -8,6 +8,8 @@
 #   scripts/demo.sh [WORK_DIR]     outputs under WORK_DIR (default ./demo-out, or $MDS_DEMO_DIR)
 #   MDS_BUILD_DIR=dir              binaries from dir/bin (default: build, as scripts/setup.sh)
 #   MDS_WORKERS=N                  threads (default: nproc)
+#   MDS_DEMO_ITERS=N               training iterations (default 300; at least 200 for the loss check to be
+#                                  meaningful: tests/integration/test_demo.sh runs 200)
 # Builds nothing and needs no network; python3 (standard library only) reads the outputs back.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +20,8 @@ work=${1:-${MDS_DEMO_DIR:-demo-out}}
 workers=${MDS_WORKERS:-$(nproc)}
 corpus=$root/data/sample/corpus.jsonl.zst
 python=${MDS_DEMO_PYTHON:-python3}
+iters=${MDS_DEMO_ITERS:-300}
+[[ $iters =~ ^[1-9][0-9]*$ ]] || { echo "demo: MDS_DEMO_ITERS=$iters is not a positive whole number" >&2; exit 2; }
 
 for exe in mds-tokenizer-train mds-preprocess mds-sample-index; do
   if [[ ! -x $bin/$exe ]]; then
@@ -40,10 +44,10 @@ echo "demo: tokenizing the corpus into a Megatron dataset" >&2
     --vocab-file "$work/tokenizer/vocab.json" --merge-file "$work/tokenizer/merges.txt" \
     --append-eod --workers "$workers" --progress off --json > "$work/preprocess.json"
 
-# The training below: 300 iterations of 16 samples of 128 tokens, validation every 100 iterations.
-data_flags=(--data-path "$work/sample_text_document" --seq-length 128 --train-iters 300 --global-batch-size 16
+# The training below: 300 iterations (MDS_DEMO_ITERS) of 16 samples of 128 tokens, validation every 100.
+data_flags=(--data-path "$work/sample_text_document" --seq-length 128 --train-iters "$iters" --global-batch-size 16
             --split 90,8,2 --eval-interval 100 --eval-iters 5)
-echo "demo: building the GPT sample index Megatron would build for 300 iterations of 16 x 128 tokens" >&2
+echo "demo: building the GPT sample index Megatron would build for $iters iterations of 16 x 128 tokens" >&2
 "$bin/mds-sample-index" "${data_flags[@]}" 2> "$work/sample-index.txt"
 
 # The summary, and the first document read back from the .bin/.idx (specs/data.md §1) and decoded
@@ -107,7 +111,7 @@ if [[ ! -x $bin/mds-train ]]; then
   echo "demo: $bin/mds-train not built (this build has no LibTorch): skipping training" >&2
   exit 0
 fi
-echo "demo: training a 4-layer GPT for 300 iterations (log: $work/train.log)" >&2
+echo "demo: training a 4-layer GPT for $iters iterations (log: $work/train.log)" >&2
 rm -rf "$work/tensorboard" "$work/codecarbon"
 "$bin/mds-train" "${data_flags[@]}" --num-layers 4 --hidden-size 128 --num-attention-heads 4 \
     --max-position-embeddings 128 --micro-batch-size 8 --lr 2e-3 --min-lr 2e-4 --lr-decay-style cosine \

@@ -4,6 +4,7 @@
 # ctest -L 'unit|integration'. Leaks are errors, and so is any undefined behaviour (MDS_SANITIZE
 # builds with -fno-sanitize-recover=all).
 #   scripts/sanitize.sh            configure, build, test
+#   scripts/sanitize.sh --build-only   configure and build (scripts/test.sh: while pip installs .venv)
 #   MDS_ASAN_BUILD_DIR=dir ...     build somewhere else
 #   MDS_CMAKE_ARGS="..." ...       more configure arguments (e.g. -DMDS_WERROR=ON)
 #   MDS_JOBS=n ...                 parallel build and test jobs (default: nproc)
@@ -13,6 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${MDS_JOBS:-$(nproc)}
+if (($# > 1)) || [[ $# == 1 && $1 != --build-only ]]; then
+  echo "usage: scripts/sanitize.sh [--build-only]" >&2
+  exit 2
+fi
 
 source scripts/sanitizer-common.sh  # the working directory is the repository root
 build=$instrumented_build
@@ -21,6 +26,10 @@ start=$SECONDS
 configure_instrumented
 run cmake --build "$build" -j "$jobs"
 build_s=$((SECONDS - start))
+if [[ ${1:-} == --build-only ]]; then
+  echo "sanitize.sh: build ${build_s}s" >&2
+  exit 0
+fi
 
 status=0
 run env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the whole test suite on this machine: unit, integration and cross-check tests of the main
-# build (gpu tests too where a GPU is present), then the sanitizer build (ASan + UBSan: unit and
-# integration tests) and short libFuzzer runs of every parser. Ends with one line
+# Installs what is missing and runs the whole test suite on this machine: scripts/setup.sh's phases
+# (the sanitizer build compiles while pip fills .venv), then the unit, integration and cross-check
+# tests of the main build (gpu tests too where a GPU is present), the sanitizer build's unit and
+# integration tests (ASan + UBSan) and short libFuzzer runs of every parser. Ends with one line
 # "tests: N passed, N failed, N skipped" summing every ctest run.
 #   MDS_TEST_SANITIZE=0   skip the sanitizer build      MDS_TEST_FUZZ=0   skip fuzzing
 #   MDS_FUZZ_SECONDS=N    seconds per fuzz target (default 20)
@@ -9,10 +10,23 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${MDS_BUILD_DIR:-build}
 if [[ "${CI:-}" == true ]]; then export MDS_CMAKE_ARGS="${MDS_CMAKE_ARGS:-} -DMDS_WERROR=ON"; fi
-bash scripts/setup.sh || { echo "tests: setup failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
-
+setup_failed() { echo "tests: setup failed"; echo "tests: 0 passed, 1 failed"; exit 1; }
 logdir=$(mktemp -d)
 trap 'rm -rf "$logdir"' EXIT
+
+# scripts/setup.sh in its three phases, with the sanitizer build (clang, no LibTorch) compiling while pip
+# fills .venv: on a fresh machine pip is mostly a download on one core, and the main build needs its torch.
+bash scripts/setup.sh system || setup_failed
+bash scripts/setup.sh python > "$logdir/python.log" 2>&1 &
+python_pid=$!
+if [[ "${MDS_TEST_SANITIZE:-1}" != 0 || "${MDS_TEST_FUZZ:-1}" != 0 ]]; then
+  # A failure here shows again, and is counted, in the sanitize or fuzz step below.
+  bash scripts/sanitize.sh --build-only || echo "tests: the sanitizer build failed (the sanitize step repeats it)" >&2
+fi
+wait "$python_pid"; python_rc=$?
+cat "$logdir/python.log" >&2
+[[ $python_rc == 0 ]] || setup_failed
+bash scripts/setup.sh build || setup_failed
 passed=0 failed=0 skipped=0 status=0
 
 # step NAME COMMAND...: runs a command that runs ctest, adds the counts of ctest's closing line

@@ -245,7 +245,7 @@ private:
     std::deque<std::array<std::int64_t, 2>> skip_ranges_;
     std::int64_t skipped_samples_ = 0;
     std::string dump_batches_;  // MDS_DUMP_BATCHES, read once at set-up (docs/mds-sample-text.md); "": off
-    bool kept_freed_memory_ = false;  // on the CPU: large blocks from the heap, freed memory kept (trainer_setup.cpp)
+    std::string host_heap_;  // on the CPU: what keep_freed_cpu_tensors (trainer_setup.cpp) set, for the device line; "": nothing
     std::vector<EvalSet> valid_sets_, test_sets_;
     std::int64_t train_iters_ = 0;
     bool do_valid_ = false, do_test_ = false;

@@ -11,6 +11,7 @@
 #include <cstdlib>  // std::getenv (MDS_DUMP_BATCHES)
 #include <cstring>
 #include <filesystem>
+#include <string>
 #if defined(__GLIBC__)
 #include <malloc.h>  // mallopt
 #endif
@@ -184,20 +185,23 @@ static observe::Timers make_timers(const flags::LoggingArgs& logging, c10::Devic
 // freed for reuse: the demo's model, 40 iterations on 2 cores, 30.4 s -> 22.7 s, system time 12 s -> 0.6 s
 // (2026-11-29). Not when GLIBC_TUNABLES sets glibc.malloc.* (the user's choice), nor beside a GPU, where the host
 // holds no activations and the largest host buffers are a checkpoint's, better returned after a save.
-static bool keep_freed_cpu_tensors() {
-    if (const char* tunables = std::getenv("GLIBC_TUNABLES"); tunables && std::strstr(tunables, "glibc.malloc.")) return false;
+// Returns what it set, for the log; empty when it set nothing.
+static std::string keep_freed_cpu_tensors() {
+    constexpr int kLargestHeapBlockMiB = 256, kKeptFreedMiB = 1024;
+    if (const char* tunables = std::getenv("GLIBC_TUNABLES"); tunables && std::strstr(tunables, "glibc.malloc.")) return {};
 #if defined(__GLIBC__)
-    return mallopt(M_MMAP_THRESHOLD, 256 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
-#else
-    return false;
+    if (mallopt(M_MMAP_THRESHOLD, kLargestHeapBlockMiB << 20) == 1 && mallopt(M_TRIM_THRESHOLD, kKeptFreedMiB << 20) == 1)
+        return "host heap: blocks up to " + std::to_string(kLargestHeapBlockMiB) + " MiB, " + std::to_string(kKeptFreedMiB / 1024) +
+               " GiB of freed memory kept for reuse";
 #endif
+    return {};
 }
 
 void Trainer::setup_launch() {
     install_stop_signal_handlers();
     if (options_.threads > 0) at::set_num_threads(static_cast<int>(options_.threads));
     device_ = pick_device(options_.device, launch_.local_rank);
-    if (device_.is_cpu()) kept_freed_memory_ = keep_freed_cpu_tensors();
+    if (device_.is_cpu()) host_heap_ = keep_freed_cpu_tensors();
     timers_ = make_timers(args_.logging, device_);
     if (const char* dump = std::getenv("MDS_DUMP_BATCHES")) dump_batches_ = dump;
     info_rank_ = launch_.rank == 0;
@@ -287,7 +291,7 @@ void Trainer::setup_model() {
                    std::to_string(model_->parameter_count()) + " parameters on TP rank 0");
     info(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): " + std::to_string(model_->parameter_count()));
     info("device " + device_.str() + ", " + model::precision_name(cfg_.precision) + ", " + std::to_string(at::get_num_threads()) +
-         " CPU threads" + (kept_freed_memory_ ? " (host heap: blocks up to 256 MiB, 1 GiB of freed memory kept for reuse)" : ""));
+         " CPU threads" + (host_heap_.empty() ? "" : " (" + host_heap_ + ")"));
 }
 
 void Trainer::setup_data() {

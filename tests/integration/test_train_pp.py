@@ -70,12 +70,13 @@ def stage_cuts(outs):
     return sorted(m for _, _, err in outs for m in re.findall(r"pipeline stage (\d+): transformer blocks \[(\d+), (\d+)\)", err))
 
 
-def equivalence(data):
-    """Returns the TP=2 x PP=2 x DP=2 curve."""
+def equivalence(data, ckpt):
+    """Returns the TP=2 x PP=2 x DP=2 curve; that run also saves into `ckpt` at 10 (and 20)."""
     ref = one_process(data)
     check(len(ref[0]) > 0 and ref[0][-1][2] < ref[0][0][2] - 0.3, "one process: the loss did not fall")
     for tp, pp, dp in ((1, 2, 1), (1, 4, 1), (2, 2, 1), (2, 2, 2)):
-        outs = parallel(data, tp, pp, dp, backend="nccl" if (tp, pp, dp) == (1, 2, 1) else "gloo")
+        save = ["--save", ckpt, "--save-interval", "10"] if (tp, pp, dp) == (2, 2, 2) else []
+        outs = parallel(data, tp, pp, dp, save, backend="nccl" if (tp, pp, dp) == (1, 2, 1) else "gloo")
         stages = stage_cuts(outs)
         per = 4 // pp
         want = [(str(s), str(s * per), str((s + 1) * per)) for s in range(pp)]
@@ -119,14 +120,12 @@ def equivalence(data):
     return full
 
 
-def checkpoints(tmp, data, straight):
-    """straight: the 8-process TP=2 x PP=2 x DP=2 curve of equivalence()."""
-    ckpt = tmp + "/ckpt-tp2pp2dp2"
+def checkpoints(tmp, data, straight, ckpt):
+    """straight: the 8-process TP=2 x PP=2 x DP=2 curve of equivalence(), which saved into `ckpt` at 10 and 20."""
     par = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"]
-    saved = wait_all(start(flags(data, extra=[*par, "--save", ckpt, "--save-interval", "10", "--exit-interval", "10"],
-                                 layers=4), 8, free_port()))
-    if not check(all(o[0] == 0 for o in saved), f"TP=2 x PP=2 x DP=2 save: {[o[0] for o in saved]} {saved[0][2][-1500:]}"):
+    if not check(len(straight[0]) == 20, "TP=2 x PP=2 x DP=2: the run that saved failed"):
         return
+    testkit.checkpoint_back_to(ckpt, 10)
     files = sorted(os.listdir(ckpt + "/global_step10"))
     want = sorted([f"layer_{layer:02d}-model_{t:02d}-model_states.pt" for layer in (1, 3, 4, 5, 6, 8) for t in (0, 1)] +
                   [f"mp_rank_{m:02d}_model_states.pt" for m in range(4)] +
@@ -151,11 +150,11 @@ def checkpoints(tmp, data, straight):
     # bf16 (the optimizer files mds-ckpt-reshape reshards): TP=2 x PP=2 -> reshape -> TP=1 x PP=1 on one process.
     bf16 = ["--bf16"]
     src, dst = tmp + "/ckpt-bf16-tp2pp2", tmp + "/ckpt-bf16-tp1pp1"
-    straight_bf16 = wait_all(start(flags(data, extra=[*bf16, *par], layers=4), 4, free_port()))
-    saved = wait_all(start(flags(data, extra=[*bf16, *par, "--save", src, "--save-interval", "10", "--exit-interval", "10"],
-                                 layers=4), 4, free_port()))
-    if not check(all(o[0] == 0 for o in straight_bf16 + saved), f"bf16 TP=2 x PP=2: {saved[0][2][-800:]}"):
+    straight_bf16 = wait_all(start(flags(data, extra=[*bf16, *par, "--save", src, "--save-interval", "10"], layers=4), 4,
+                                   free_port()))
+    if not check(all(o[0] == 0 for o in straight_bf16), f"bf16 TP=2 x PP=2: {straight_bf16[0][2][-800:]}"):
         return
+    testkit.checkpoint_back_to(src, 10)
     r = subprocess.run([os.path.join(BIN, "mds-ckpt-reshape"), src, dst, "--target-tp", "1", "--target-pp", "1",
                         "--with-optimizer"], capture_output=True, text=True, timeout=300)
     if not check(r.returncode == 0, f"mds-ckpt-reshape: exit {r.returncode}: {r.stderr[-1500:]}"):
@@ -221,8 +220,9 @@ def main():
     try:
         prefix, vocab, merges = tiny_dataset.make(tmp, BIN, SOURCE, 1000)
         data = ["--data-path", prefix, "--vocab-file", vocab, "--merge-file", merges, "--split", "90,8,2"]
-        full = equivalence(data)
-        checkpoints(tmp, data, full)
+        ckpt = tmp + "/ckpt-tp2pp2dp2"
+        full = equivalence(data, ckpt)
+        checkpoints(tmp, data, full, ckpt)
         hung_stage(data)
         usage_errors(data)
     finally:

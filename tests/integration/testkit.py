@@ -2,7 +2,7 @@
 reports as skipped), finding a built binary, running a tool with its peak RSS measured (run_measured), a free
 loopback port for a rendezvous or a server (free_port), and huggingface_hub set up to talk to a local Hub only (LFS
 protocol rather than Xet, no telemetry, no progress bars, a throw-away HF_HOME: never the user's token
-or cache)."""
+or cache), and a checkpoint folder pointed back at an earlier save (checkpoint_back_to)."""
 import atexit
 import os
 import random
@@ -34,6 +34,16 @@ def finish():
 def skip(why):
     print(f"SKIP: {why}")
     sys.exit(77)
+
+
+def checkpoint_back_to(ckpt, iteration):
+    """Points a checkpoint folder's `latest` (and Megatron's tracker file) back at its global_step<iteration>, as
+    if the run that saved it had stopped there: a run that saves at `iteration` and trains on is then both the
+    uninterrupted curve and the checkpoint to resume from."""
+    check(os.path.isdir(f"{ckpt}/global_step{iteration}"), f"{ckpt}: no global_step{iteration}")
+    for name, text in (("latest", f"global_step{iteration}"), ("latest_checkpointed_iteration.txt", str(iteration))):
+        with open(os.path.join(ckpt, name), "w") as f:
+            f.write(text)
 
 
 def run_measured(argv, limit_s, env=None, cwd=None, user=None):

@@ -29,6 +29,8 @@
     fail with a message naming the problem, a non-zero exit and no output.
 Exits 77 without the binary or without torch / deepspeed."""
 import collections
+import contextlib
+import io
 import json
 import os
 import random
@@ -37,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 
 BIN = os.environ.get("MDS_BIN", "build/bin")
 TOOL = os.path.join(BIN, "mds-ckpt-reshape")
@@ -321,14 +324,24 @@ def inject_universal_info(src_step, dst_step, glu=False):
 
 
 def ds_to_universal(step, out):
-    # bmd_checkpoint installs the stand-in megatron.enums module the pickled args name.
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import bmd_checkpoint; "
-            "from deepspeed.checkpoint import ds_to_universal as u; sys.argv = ['ds_to_universal'] + sys.argv[2:]; "
-            "u.main(u.parse_arguments())")
-    r = subprocess.run([sys.executable, "-c", code, HERE, "--input_folder", step, "--output_folder", out,
-                        "--num_extract_workers", "1", "--num_merge_workers", "1"], capture_output=True, text=True)
-    check(r.returncode == 0, f"ds_to_universal {step}: {r.stderr[-800:]}")
-    return r.returncode == 0
+    """The installed DeepSpeed's ds_to_universal on `step`, in this process (one extract and one merge worker, so no
+    process pool; bmd_checkpoint, imported above, provides the megatron.enums module the pickled args name). What it
+    prints is shown only when it fails."""
+    from deepspeed.checkpoint import ds_to_universal as u
+    said, argv = io.StringIO(), sys.argv
+    sys.argv = ["ds_to_universal", "--input_folder", step, "--output_folder", out,
+                "--num_extract_workers", "1", "--num_merge_workers", "1"]
+    try:
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            u.main(u.parse_arguments())
+        ok = True
+    except (Exception, SystemExit):  # noqa: BLE001  (argparse exits)
+        said.write(traceback.format_exc())
+        ok = False
+    finally:
+        sys.argv = argv
+    check(ok, f"ds_to_universal {step}: {said.getvalue()[-800:]}")
+    return ok
 
 
 def read_universal(folder):

@@ -48,6 +48,9 @@ BIN = bmd_harness.mds_bin_dir(SOURCE)  # or exit 77
 
 import tiny_dataset  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import testkit  # noqa: E402  (checkpoint_back_to)
+
 MDS = os.path.join(BIN, "mds-train")
 GPT2 = os.path.abspath(os.path.join(SOURCE, "..", "shared", "data", "gpt2"))
 SAMPLE = os.path.join(SOURCE, "data", "sample", "corpus.jsonl.zst")
@@ -107,11 +110,7 @@ def rewound(src, dst, step):
     shutil.rmtree(dst, ignore_errors=True)
     later = lambda name: name.startswith("global_step") and int(name[len("global_step"):]) > step  # noqa: E731
     shutil.copytree(src, dst, ignore=lambda _, names: [n for n in names if later(n)])
-    check(os.path.isdir(os.path.join(dst, f"global_step{step}")), f"{src}: no global_step{step} saved")
-    with open(os.path.join(dst, "latest"), "w") as f:
-        f.write(f"global_step{step}")
-    with open(os.path.join(dst, "latest_checkpointed_iteration.txt"), "w") as f:
-        f.write(str(step))
+    testkit.checkpoint_back_to(dst, step)
 
 
 def rel(a, b):

@@ -39,8 +39,10 @@ def skip(why):
 def checkpoint_back_to(ckpt, iteration):
     """Points a checkpoint folder's `latest` (and Megatron's tracker file) back at its global_step<iteration>, as
     if the run that saved it had stopped there: a run that saves at `iteration` and trains on is then both the
-    uninterrupted curve and the checkpoint to resume from."""
-    check(os.path.isdir(f"{ckpt}/global_step{iteration}"), f"{ckpt}: no global_step{iteration}")
+    uninterrupted curve and the checkpoint to resume from. Raises FileNotFoundError without that folder, so the
+    test fails whichever failure list it keeps."""
+    if not os.path.isdir(f"{ckpt}/global_step{iteration}"):
+        raise FileNotFoundError(f"{ckpt}: no global_step{iteration} saved")
     for name, text in (("latest", f"global_step{iteration}"), ("latest_checkpointed_iteration.txt", str(iteration))):
         with open(os.path.join(ckpt, name), "w") as f:
             f.write(text)

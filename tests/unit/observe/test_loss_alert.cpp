@@ -312,8 +312,11 @@ TEST_CASE("alert command: gets the alert's data in its environment; inherited MD
     data.sample_text_command = ledger_sample_text_command("/s/runs.jsonl", 8, 9);
     a.attach_data(data);
     REQUIRE(runner.run(a));
-    CHECK(wait_for([&] { return std::filesystem::exists(dir / "env"); }));
+    // The command writes env, then bare: both before anything is removed, or its late bare would pass for the
+    // next run's.
+    CHECK(wait_for([&] { return std::filesystem::exists(dir / "env") && std::filesystem::exists(dir / "bare"); }));
     CHECK(read_file(dir / "env") == "8-9|56-72|mds-sample-text --ledger /s/runs.jsonl --iterations 8-9|" + a.message);
+    CHECK(read_file(dir / "bare") == "8-9");
     std::filesystem::remove(dir / "bare");
     std::filesystem::remove(dir / "env");
     REQUIRE(runner.run(std::string("m")));  // a bare message: no stale value either

@@ -6,14 +6,10 @@
 #include <cmath>
 #include <utility>
 
+#include "flag_rows.h"  // text
 #include "mds/util/error.h"
 
 namespace mds::flags {
-namespace {
-
-std::string text(std::int64_t v) { return std::to_string(v); }
-
-}  // namespace
 
 std::optional<CurriculumConfigProblem> find_curriculum_config_problem(const CurriculumLearningConfig& c) {
     if (c.curriculum_type != "seqlen")

@@ -17,17 +17,10 @@
 #include "mds/flags/curriculum.h"       // CurriculumScheduler, curriculum_step
 #include "mds/util/error.h"
 #include "mds/util/text.h"  // format_fixed
+#include "flag_rows.h"      // usage, positive, text
 
 namespace mds::flags {
 namespace {
-
-[[noreturn]] void usage(const std::string& what) { throw UsageError(what); }
-
-std::string text(std::int64_t v) { return std::to_string(v); }
-
-void positive(const std::string& flag, std::int64_t v) {
-    if (v <= 0) usage(flag + " must be positive, got " + text(v));
-}
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 

@@ -3,15 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "flag_rows.h"  // format_number
+#include "flag_rows.h"  // format_number, usage, positive
 #include "mds/flags/flag_table.h"
 #include "mds/util/error.h"
 #include "mds/util/int_range.h"
 
 namespace mds::flags {
 namespace {
-
-[[noreturn]] void usage(const std::string& what) { throw UsageError(what); }
 
 std::string flag_value(const std::string& flag, double v) { return flag + " " + format_number(v); }
 
@@ -129,10 +127,6 @@ std::vector<std::string> apply_deepspeed_config(const DeepSpeedConfig& ds, Train
 namespace {
 
 bool given(const TrainArgs& args, const std::string& flag) { return args.flags_given.count(flag) > 0; }
-
-void positive(const std::string& flag, std::int64_t v) {
-    if (v <= 0) usage(flag + " must be positive, got " + std::to_string(v));
-}
 
 void check_required(const TrainArgs& args) {
     for (const char* flag : {"--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length",

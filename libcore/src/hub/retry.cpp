@@ -18,14 +18,15 @@ const std::string* header(const std::map<std::string, std::string>& headers, std
     return nullptr;
 }
 
-std::string_view trim(std::string_view s) {
+// Spaces and tabs off both ends (and a trailing CR): a header value or list item as HTTP writes it.
+std::string_view trim_blanks(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
     return s;
 }
 
 std::optional<double> number(std::string_view s) {
-    s = trim(s);
+    s = trim_blanks(s);
     double v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || p != s.data() + s.size() || s.empty() || !std::isfinite(v) || v < 0) return std::nullopt;
@@ -51,7 +52,7 @@ double retry_wait_seconds(const RetryPolicy& policy, int retry, const std::map<s
 }
 
 std::optional<std::int64_t> parse_http_date(std::string_view text) {
-    const std::string s(trim(text));
+    const std::string s(trim_blanks(text));
     std::tm tm{};
     const char* end = strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
     if (!end || *end != '\0') return std::nullopt;
@@ -68,7 +69,7 @@ std::optional<double> server_wait_seconds(const std::map<std::string, std::strin
             std::string_view rest = *rl;
             while (!rest.empty()) {
                 const auto semi = rest.find(';');
-                const std::string_view part = trim(rest.substr(0, semi));
+                const std::string_view part = trim_blanks(rest.substr(0, semi));
                 rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
                 if (part.size() > 2 && part[1] == '=') {
                     if (part[0] == 'r') r = number(part.substr(2));

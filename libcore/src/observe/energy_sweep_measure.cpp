@@ -8,24 +8,11 @@
 #include "mds/observe/emissions_csv.h"  // python_float_repr, split_csv_record
 #include "mds/util/error.h"
 #include "mds/util/text.h"  // trim
+#include "whole_text_number.h"
 
 namespace mds::observe {
 
 namespace {
-
-std::optional<double> parse_double(std::string_view s) {
-    double v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-    return v;
-}
-
-std::optional<std::int64_t> parse_int(std::string_view s) {
-    std::int64_t v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-    return v;
-}
 
 // The lines of a text, without their '\n' (and '\r').
 std::vector<std::string_view> split_lines(std::string_view text) {
@@ -62,7 +49,7 @@ std::optional<SweepLogPoint> parse_sweep_log_line(std::string_view line) {
         start = bar + 1;
         if (field.starts_with("iteration ")) {
             const std::string n = trim(field.substr(10, field.find('/') - 10));
-            if (const auto v = parse_int(n)) {
+            if (const auto v = whole_text_number<std::int64_t>(n)) {
                 p.iteration = *v;
                 have_iteration = true;
             }
@@ -73,19 +60,19 @@ std::optional<SweepLogPoint> parse_sweep_log_line(std::string_view line) {
         const std::string key = field.substr(0, colon);
         const std::string value = trim(field.substr(colon + 2));
         if (key == "consumed tokens") {
-            if (const auto v = parse_int(value)) {
+            if (const auto v = whole_text_number<std::int64_t>(value)) {
                 p.consumed_tokens = *v;
                 have_tokens = true;
             }
         } else if (key == "tokens per second") {
-            if (const auto v = parse_double(value)) {
+            if (const auto v = whole_text_number<double>(value)) {
                 p.tokens_per_second = *v;
                 have_rate = true;
             }
         } else if (key == "energy (kWh)") {
-            p.energy_kwh = parse_double(value);
+            p.energy_kwh = whole_text_number<double>(value);
         } else if (key == "CO2 (kg)") {
-            p.co2_kg = parse_double(value);
+            p.co2_kg = whole_text_number<double>(value);
         }
     }
     if (!have_iteration) return std::nullopt;
@@ -200,7 +187,7 @@ SweepEmissionsTotals read_emissions_totals(const std::string& csv_text, const st
     };
     auto number = [&](std::string_view name) {
         const std::string& v = column(name);
-        const auto d = parse_double(v);
+        const auto d = whole_text_number<double>(v);
         if (!d) throw Error(what_file + ": column '" + std::string(name) + "' of the last row is '" + v + "', not a number");
         return *d;
     };

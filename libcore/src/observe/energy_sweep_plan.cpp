@@ -6,6 +6,7 @@
 
 #include "mds/util/error.h"
 #include "mds/util/text.h"  // trim, to_lower
+#include "whole_text_number.h"
 
 namespace mds::observe {
 
@@ -26,13 +27,6 @@ std::vector<std::string> split_list(std::string_view flag, std::string_view text
         start = comma + 1;
     }
     return items;
-}
-
-std::optional<std::int64_t> parse_int(std::string_view s) {
-    std::int64_t v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-    return v;
 }
 
 // The flag's name when `arg` is `--name` or `--name=value`, else empty.
@@ -74,7 +68,7 @@ std::string SweepSetting::slug() const {
 std::vector<std::int64_t> parse_batch_size_list(std::string_view flag, std::string_view text) {
     std::vector<std::int64_t> sizes;
     for (const std::string& item : split_list(flag, text)) {
-        const auto v = parse_int(item);
+        const auto v = whole_text_number<std::int64_t>(item);
         if (!v || *v < 1)
             throw UsageError(std::string(flag) + " '" + std::string(text) + "': '" + item +
                              "' is not a positive integer; expected a comma-separated list such as 1,2,4");
@@ -155,7 +149,7 @@ SweepTrainFlags inspect_sweep_train_flags(const std::vector<std::string>& flags,
     }
     if (!seq_length)
         throw UsageError("the mds-train flags after -- lack --seq-length (needed to count the tokens of each setting)");
-    const auto v = parse_int(*seq_length);
+    const auto v = whole_text_number<std::int64_t>(*seq_length);
     if (!v || *v < 1)
         throw UsageError("the mds-train flags after -- hold --seq-length '" + *seq_length +
                          "'; expected a positive integer");

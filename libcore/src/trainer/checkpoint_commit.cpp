@@ -28,10 +28,9 @@ namespace mds::trainer {
 namespace fs = std::filesystem;
 using namespace checkpoint_detail;
 
-namespace {
-
 // The ranks' agreement on one save: each rank runs its part of a stage, keeping the first failure;
-// at the end of the stage every rank learns whether any rank failed.
+// at the end of the stage every rank learns whether any rank failed. (Outside the anonymous namespace:
+// AsyncCheckpointSaver::Impl holds one.)
 class SaveBarrier {
 public:
     SaveBarrier(const flags::TrainArgs& args, Communicator* comm, std::string directory)
@@ -66,6 +65,8 @@ private:
     std::string directory_;
     std::string error_;
 };
+
+namespace {
 
 // Leftovers of saves that were killed: only one process prepares a checkpoint folder.
 void remove_stale_folders(const fs::path& root) {

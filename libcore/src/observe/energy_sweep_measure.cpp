@@ -4,15 +4,25 @@
 
 #include <charconv>
 #include <cmath>
+#include <optional>
 
 #include "mds/observe/emissions_csv.h"  // python_float_repr, split_csv_record
 #include "mds/util/error.h"
+#include "mds/util/int_range.h"  // parse_whole_number
 #include "mds/util/text.h"  // trim
-#include "whole_text_number.h"
 
 namespace mds::observe {
 
 namespace {
+
+// The whole of `s` as one number (no spaces, no '+', nothing after it), as mds-train's log and
+// codecarbon's emissions.csv write it.
+std::optional<double> sweep_text_double(std::string_view s) {
+    double v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+    return v;
+}
 
 // The lines of a text, without their '\n' (and '\r').
 std::vector<std::string_view> split_lines(std::string_view text) {
@@ -49,7 +59,7 @@ std::optional<SweepLogPoint> parse_sweep_log_line(std::string_view line) {
         start = bar + 1;
         if (field.starts_with("iteration ")) {
             const std::string n = trim(field.substr(10, field.find('/') - 10));
-            if (const auto v = whole_text_number<std::int64_t>(n)) {
+            if (const auto v = parse_whole_number(n)) {
                 p.iteration = *v;
                 have_iteration = true;
             }
@@ -60,19 +70,19 @@ std::optional<SweepLogPoint> parse_sweep_log_line(std::string_view line) {
         const std::string key = field.substr(0, colon);
         const std::string value = trim(field.substr(colon + 2));
         if (key == "consumed tokens") {
-            if (const auto v = whole_text_number<std::int64_t>(value)) {
+            if (const auto v = parse_whole_number(value)) {
                 p.consumed_tokens = *v;
                 have_tokens = true;
             }
         } else if (key == "tokens per second") {
-            if (const auto v = whole_text_number<double>(value)) {
+            if (const auto v = sweep_text_double(value)) {
                 p.tokens_per_second = *v;
                 have_rate = true;
             }
         } else if (key == "energy (kWh)") {
-            p.energy_kwh = whole_text_number<double>(value);
+            p.energy_kwh = sweep_text_double(value);
         } else if (key == "CO2 (kg)") {
-            p.co2_kg = whole_text_number<double>(value);
+            p.co2_kg = sweep_text_double(value);
         }
     }
     if (!have_iteration) return std::nullopt;
@@ -187,7 +197,7 @@ SweepEmissionsTotals read_emissions_totals(const std::string& csv_text, const st
     };
     auto number = [&](std::string_view name) {
         const std::string& v = column(name);
-        const auto d = whole_text_number<double>(v);
+        const auto d = sweep_text_double(v);
         if (!d) throw Error(what_file + ": column '" + std::string(name) + "' of the last row is '" + v + "', not a number");
         return *d;
     };

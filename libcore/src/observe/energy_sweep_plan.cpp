@@ -2,11 +2,10 @@
 #include "mds/observe/energy_sweep_plan.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "mds/util/error.h"
+#include "mds/util/int_range.h"  // parse_whole_number
 #include "mds/util/text.h"  // trim, to_lower
-#include "whole_text_number.h"
 
 namespace mds::observe {
 
@@ -68,7 +67,7 @@ std::string SweepSetting::slug() const {
 std::vector<std::int64_t> parse_batch_size_list(std::string_view flag, std::string_view text) {
     std::vector<std::int64_t> sizes;
     for (const std::string& item : split_list(flag, text)) {
-        const auto v = whole_text_number<std::int64_t>(item);
+        const auto v = parse_whole_number(item);
         if (!v || *v < 1)
             throw UsageError(std::string(flag) + " '" + std::string(text) + "': '" + item +
                              "' is not a positive integer; expected a comma-separated list such as 1,2,4");
@@ -149,7 +148,7 @@ SweepTrainFlags inspect_sweep_train_flags(const std::vector<std::string>& flags,
     }
     if (!seq_length)
         throw UsageError("the mds-train flags after -- lack --seq-length (needed to count the tokens of each setting)");
-    const auto v = whole_text_number<std::int64_t>(*seq_length);
+    const auto v = parse_whole_number(*seq_length);
     if (!v || *v < 1)
         throw UsageError("the mds-train flags after -- hold --seq-length '" + *seq_length +
                          "'; expected a positive integer");

@@ -33,6 +33,9 @@
 # MDS_GPU_TORCH_LIB_DIRS (colon-separated library folders instead of python3's torch: the pack's own test uses a
 # relocated copy); MDS_GPU_PACK_DRY=1: a CPU-only rehearsal (no nvidia-smi, no llm.c GPU build, bench/gpu at its
 # toy size on the CPU with MDS_GPU_PACK_IMPLS, default mds,eager,compile,llmc) so this script's logic runs anywhere.
+# MDS_GPU_MDS_ARGS="...": mds-train flags for its row of the benchmarks above (bench-124M, bench-1.5B; the dry run's
+# bench-toy too), e.g. the fusions the variants plan found correct and faster, to set them against llm.c, PyTorch
+# eager and torch.compile in one run; the tables' mds-train row names them.
 # MDS_GPU_PLAN=variants: instead of the steps above after test_train_gpu, mds-train's variants beside PyTorch
 # eager at both sizes (--cross-entropy-loss-fusion, --adam-step-fusion, --layernorm-backward-fusion,
 # --bias-grad-fusion, no timers, its profile, --attention-backend flash, ALiBi; see the plan below): up to 10
@@ -248,11 +251,14 @@ if [[ $plan == variants && $dry != 1 ]]; then
     --mds-args "$prof --profile-step-start 4 --profile-step-end 6"
   finish "$failed"
 fi
+mds_args=()
+[[ -n ${MDS_GPU_MDS_ARGS:-} ]] && mds_args=("--mds-args=$MDS_GPU_MDS_ARGS")  # "=": argparse takes a lone "--flag" value for an option
 if [[ $dry == 1 ]]; then
-  bench bench-toy 240 --size toy --device cpu --impls "${MDS_GPU_PACK_IMPLS:-mds,eager,compile,llmc}" --timeout 150
+  bench bench-toy 240 --size toy --device cpu --impls "${MDS_GPU_PACK_IMPLS:-mds,eager,compile,llmc}" --timeout 150 \
+    "${mds_args[@]}"
 else
-  bench bench-124M 200 --size 124M --device cuda --timeout 120 --llmc-prebuilt
-  bench bench-1.5B 230 --size 1.5B --device cuda --compile-scope block --timeout 150 --llmc-prebuilt
+  bench bench-124M 200 --size 124M --device cuda --timeout 120 --llmc-prebuilt "${mds_args[@]}"
+  bench bench-1.5B 230 --size 1.5B --device cuda --compile-scope block --timeout 150 --llmc-prebuilt "${mds_args[@]}"
 fi
 
 [[ -f $pack/tests/gpu/test_train_gpu_parallel.py ]] && run_test "$pack/tests/gpu/test_train_gpu_parallel.py"

@@ -11,7 +11,7 @@
     64 MiB the device tool carries, MANIFEST.md names every binary and library;
   - the pack's run.sh, in its CPU-only rehearsal (MDS_GPU_PACK_DRY=1) on the relocated torch: exit 0, the steps in
     summary.md (torch, ldd ok; gpu skipped; the gpu tests skipped for want of a device; bench/gpu at toy size with
-    the packed mds-train ok), at most 8 files in $OUT, every log in logs.tar.gz; with torch's libraries missing it
+    the packed mds-train ok, with MDS_GPU_MDS_ARGS's flags in its row), at most 8 files in $OUT, every log in logs.tar.gz; with torch's libraries missing it
     stops at the ldd step with exit 2, naming the library.
 Exits 77 without mds-train (no LibTorch), without ldd / readelf, or in a sanitizer build."""
 import glob
@@ -178,7 +178,7 @@ def rehearse(pack, torch_path, tmp):
     """run.sh with torch_path (the relocated torch alone: the pack's lib/ comes through the binaries' RPATH)."""
     out = os.path.join(tmp, "out")
     env = dict(os.environ, OUT=out, MDS_GPU_PACK_DRY="1", MDS_GPU_PYTHON=PYTHON, MDS_GPU_TORCH_LIB_DIRS=torch_path,
-               MDS_GPU_PACK_IMPLS="mds,eager,llmc", MDS_GPU_BUDGET_S="400")
+               MDS_GPU_PACK_IMPLS="mds,eager,llmc", MDS_GPU_BUDGET_S="400", MDS_GPU_MDS_ARGS="--cross-entropy-loss-fusion")
     t0 = time.time()
     r = subprocess.run(["bash", os.path.join(pack, "run.sh")], capture_output=True, text=True, env=env, timeout=600)
     print(f"run.sh (dry) took {time.time() - t0:.0f} s, exit {r.returncode}")
@@ -198,6 +198,10 @@ def rehearse(pack, torch_path, tmp):
     got = {row["impl"]: row for row in res["rows"]}
     check(got.get("mds", {}).get("status") == "ok" and got["mds"].get("tokens_per_s", 0) > 0,
           f"bench-toy: the packed mds-train did not run: {got.get('mds')}")
+    # MDS_GPU_MDS_ARGS reaches mds-train's row (and only it) in the benchmark table.
+    check(got.get("mds", {}).get("label") == "mds-train --cross-entropy-loss-fusion" and
+          "| mds-train --cross-entropy-loss-fusion | ok |" in summary,
+          f"bench-toy: MDS_GPU_MDS_ARGS should label mds-train's row: {got.get('mds', {}).get('label')!r}")
     check(got.get("eager", {}).get("status") == "ok", f"bench-toy: PyTorch eager: {got.get('eager')}")
     if os.path.isfile(os.path.join(pack, "llmc", "train_gpt2.c")):
         check(got.get("llmc", {}).get("status") == "ok", f"bench-toy: llm.c from the pack: {got.get('llmc')}")

@@ -146,10 +146,13 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >"$logs/env.log"
 check_ldd() {
   local bad=0
   : >"$logs/ldd.log"
+  local out
   for b in "$pack"/bin/*; do
-    echo "== $b" >>"$logs/ldd.log"
-    ldd "$b" >>"$logs/ldd.log" 2>&1
-    if ldd "$b" 2>&1 | grep -qE 'not found'; then bad=1; fi
+    # One ldd per binary, its output matched in memory: `ldd | grep -q` under pipefail fails whenever grep stops
+    # reading at the first match before ldd has written everything (SIGPIPE), which let a missing libtorch pass.
+    out=$(ldd "$b" 2>&1)
+    printf '== %s\n%s\n' "$b" "$out" >>"$logs/ldd.log"
+    if [[ $out == *"not found"* ]]; then bad=1; fi
   done
   return $bad
 }

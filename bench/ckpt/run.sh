@@ -46,7 +46,7 @@ measure() {  # name, command...: one line "name seconds max_rss_kb"
   rm -f "$t" "$t.err"
 }
 # The tools that have --workers (a helper may not have it yet): "1 2", else "" (one run without the flag).
-worker_counts() { if "$build/bin/mds-ckpt-$1" --help 2>&1 | grep -q -- '--workers'; then echo "1 2"; else echo ""; fi; }
+worker_counts() { if [[ $("$build/bin/mds-ckpt-$1" --help 2>&1) == *--workers* ]]; then echo "1 2"; else echo ""; fi; }
 run_tool() {  # short name, output, arguments...: one measure per worker count
   local t=$1 out=$2; shift 2
   local counts; counts=$(worker_counts "$t")

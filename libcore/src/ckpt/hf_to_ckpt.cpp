@@ -219,27 +219,9 @@ HfToCkptReport convert_hf_to_ckpt(const std::string& hf_dir, const std::string& 
     if (o.note)
         for (const auto& n : plan.notes) o.note(n);
 
-    const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
-    for (const auto& removed : prepare_output_dir(parent.string(), "destination's folder"))
-        if (o.note) o.note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
-    const fs::path tmp = temp_path_for(final_dir.string());
-    remove_tree(tmp.string());
-    try {
-        fs::create_directories(tmp);
-        write_checkpoint(plan, o, tmp);
-        sync_directory(tmp.string());
-        check_destination(final_dir, o.overwrite);  // still what was checked before the long work
-        remove_tree(final_dir.string());
-        fs::rename(tmp, final_dir);
-        sync_directory(parent.string());
-    } catch (...) {
-        try {
-            remove_tree(tmp.string());
-        } catch (const Error&) {
-            // The conversion's own error is the one to report.
-        }
-        throw;
-    }
+    write_output_folder(
+        final_dir, [&](const fs::path& tmp) { write_checkpoint(plan, o, tmp); },
+        [&] { check_destination(final_dir, o.overwrite); }, o.note);
 
     HfToCkptReport rep;
     rep.output = final_dir.string();

@@ -746,30 +746,15 @@ void write_tokenizer(const hf_detail::TokenizerFiles& tokenizer, std::int64_t ma
     }
 }
 
-// Writes everything into `tmp` and renames it to `final_dir`; `tmp` is removed on any error.
+// Writes the whole export into the folder `tmp`.
 void write_export(const DsCheckpoint& ck, const ModelArgs& m, const std::vector<Entry>& entries,
-                  const hf_detail::TokenizerFiles& tokenizer, const fs::path& tmp, const fs::path& final_dir,
-                  const ToHfOptions& options, ToHfReport& report) {
-    const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
-    try {
-        write_weights(ck, m, entries, tmp, options, report);
-        const auto config = make_config(ck, m, entries.front().dtype, tokenizer);
-        write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n");
-        report.files.push_back("config.json");
-        write_tokenizer(tokenizer, m.max_positions, tmp, report);
-        sync_directory(tmp.string());
-        check_destination(final_dir, options.overwrite);  // still what was checked before the long work
-        remove_tree(final_dir.string());
-        fs::rename(tmp, final_dir);
-        sync_directory(parent.string());
-    } catch (...) {
-        try {
-            remove_tree(tmp.string());
-        } catch (const Error&) {
-            // The conversion's own error is the one to report.
-        }
-        throw;
-    }
+                  const hf_detail::TokenizerFiles& tokenizer, const fs::path& tmp, const ToHfOptions& options,
+                  ToHfReport& report) {
+    write_weights(ck, m, entries, tmp, options, report);
+    const auto config = make_config(ck, m, entries.front().dtype, tokenizer);
+    write_file_atomic((tmp / "config.json").string(), config.dump(2) + "\n");
+    report.files.push_back("config.json");
+    write_tokenizer(tokenizer, m.max_positions, tmp, report);
 }
 
 }  // namespace
@@ -799,18 +784,14 @@ ToHfReport convert_to_hf(const std::string& path, const std::string& tag, const 
     const auto tokenizer = hf_detail::find_tokenizer(ck, options, note);
     hf_detail::check_tokenizer_fits(tokenizer, m.vocab_size);
 
-    const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
-    for (const auto& removed : prepare_output_dir(parent.string(), "destination's folder"))
-        note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
-    const fs::path tmp = temp_path_for(final_dir.string());
-    remove_tree(tmp.string());
-    fs::create_directories(tmp);
     ToHfReport report;
     report.model_type = m.bloom ? "bloom" : "gpt2";
     report.output = final_dir.string();
     report.tensors = entries.size();
     for (const auto& e : entries) report.bytes += e.bytes();
-    write_export(ck, m, entries, tokenizer, tmp, final_dir, options, report);
+    write_output_folder(
+        final_dir, [&](const fs::path& tmp) { write_export(ck, m, entries, tokenizer, tmp, options, report); },
+        [&] { check_destination(final_dir, options.overwrite); }, note);
     return report;
 }
 

@@ -229,4 +229,29 @@ void check_replaceable_output(const std::filesystem::path& dir, bool overwrite, 
                     "; --overwrite replaces only those (choose another destination, or remove the folder yourself)");
 }
 
+void write_output_folder(const fs::path& final_dir, const std::function<void(const fs::path& tmp)>& fill,
+                         const std::function<void()>& recheck, const std::function<void(const std::string&)>& note) {
+    const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
+    for (const auto& removed : prepare_output_dir(parent.string(), "destination's folder"))
+        if (note) note("removed " + printable(removed) + ", the unfinished output of an interrupted earlier run");
+    const fs::path tmp = temp_path_for(final_dir.string());
+    remove_tree(tmp.string());
+    try {
+        fs::create_directories(tmp);
+        fill(tmp);
+        sync_directory(tmp.string());
+        if (recheck) recheck();
+        remove_tree(final_dir.string());
+        fs::rename(tmp, final_dir);
+        sync_directory(parent.string());
+    } catch (...) {
+        try {
+            remove_tree(tmp.string());
+        } catch (const Error&) {
+            // The output's own error is the one to report.
+        }
+        throw;
+    }
+}
+
 }  // namespace mds

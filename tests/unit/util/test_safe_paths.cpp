@@ -119,6 +119,52 @@ TEST_CASE("check_output_dir looks at the nearest existing ancestor without creat
     fs::remove_all(dir);
 }
 
+TEST_CASE("write_output_folder replaces the destination only with a whole, durable folder") {
+    const auto dir = mds::test::scratch_dir("output_folder");
+    const auto out = dir / "hf";
+    const auto fill = [](const std::string& text) {
+        return [text](const fs::path& tmp) { mds::test::spit(tmp / "config.json", text); };
+    };
+    const auto leftovers = [&] {  // anything but the destination in its folder
+        std::vector<std::string> names;
+        for (const auto& e : fs::directory_iterator(dir))
+            if (e.path() != out) names.push_back(e.path().filename().string());
+        return names;
+    };
+    std::vector<std::string> notes;
+    const auto note = [&](const std::string& n) { notes.push_back(n); };
+    int rechecks = 0;
+    mds::write_output_folder(out, fill("first"), [&] { ++rechecks; }, note);
+    CHECK(mds::test::slurp(out / "config.json") == "first");
+    CHECK(rechecks == 1);
+    CHECK(leftovers().empty());
+
+    // A failure while writing, or a destination that changed meanwhile: the earlier output stays, the temporary goes.
+    CHECK_THROWS_WITH_AS(mds::write_output_folder(
+                             out, [](const fs::path& tmp) { mds::test::spit(tmp / "part", "x"); throw mds::Error("disk full"); },
+                             [] {}, note),
+                         "disk full", mds::Error);
+    CHECK_THROWS_WITH_AS(mds::write_output_folder(out, fill("second"), [] { throw mds::Error("destination changed"); }, note),
+                         "destination changed", mds::Error);
+    CHECK(mds::test::slurp(out / "config.json") == "first");
+    CHECK(leftovers().empty());
+
+    // A dead process's temporary beside the destination is removed and reported; the new folder replaces the old whole.
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    ::waitpid(child, nullptr, 0);
+    const std::string stale = ".hf.tmp-" + std::to_string(child);
+    fs::create_directories(dir / stale);
+    mds::test::spit(out / "old-only", "x");
+    mds::write_output_folder(out, fill("third"), {}, note);
+    CHECK(mds::test::slurp(out / "config.json") == "third");
+    CHECK_FALSE(fs::exists(out / "old-only"));
+    CHECK(leftovers().empty());
+    REQUIRE(notes.size() == 1);
+    CHECK(notes[0].find(stale) != std::string::npos);
+    fs::remove_all(dir);
+}
+
 TEST_CASE("filesystem errors are worded as: operation, path, reason") {
     const std::filesystem::filesystem_error e("cannot create directories", "/ro/ckpt/.global_step3.tmp-1",
                                               std::make_error_code(std::errc::permission_denied));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,15 @@ void check_output_dir(const std::string& dir, const std::string& what);
 // `kind` the output ("export", "checkpoint").
 void check_replaceable_output(const std::filesystem::path& dir, bool overwrite, const std::string& marker,
                               const std::string& marker_text, const std::string& kind);
+
+// Writes the output folder `final_dir` as a whole, the way every converter does: prepares its parent
+// (prepare_output_dir; each stale temporary it removes is passed to `note`), lets `fill` write everything
+// into a fresh folder under temp_path_for(final_dir), makes that folder durable, calls `recheck` (the
+// destination must still be what was checked before the long work: check_replaceable_output), then
+// replaces `final_dir` with it and syncs the parent. Nothing is written at `final_dir` before that
+// rename; on any error the temporary is removed and the error rethrown.
+void write_output_folder(const std::filesystem::path& final_dir, const std::function<void(const std::filesystem::path& tmp)>& fill,
+                         const std::function<void()>& recheck, const std::function<void(const std::string&)>& note);
 
 // A filesystem or system error worded for the user: "<doing>: <path>: <errno text>".
 std::string system_error_message(const std::string& doing, const std::string& path, int err);

@@ -16,7 +16,7 @@
 #include "mds/util/error.h"
 #include "mds/util/files.h"
 #include "mds/util/parallel.h"    // parallel_for, workers_or_cores
-#include "mds/util/safe_paths.h"  // refuse_overlap, prepare_output_dir, temp_path_for, printable
+#include "mds/util/safe_paths.h"  // refuse_overlap, check_replaceable_output, write_output_folder
 
 namespace mds::ckpt {
 namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 // CUDA kernels of kernels/adam.h: one block per chunk. A chunk whose five arrays are aligned for it moves
 // four elements per thread and access (16-byte fp32 loads, 8-byte bf16 ones), else one. Both kernels are
-// bound by memory: the step reads 2 + 3 · 4 bytes per element and writes 3 · 4 + 2.
+// bound by memory: the step reads 2 (bf16 gradient) or 4 (fp32) + 3 · 4 bytes per element and writes 3 · 4 + 2.
 #include "adam.h"
 #include "adam_math.h"
 #include "cuda_common.cuh"
@@ -37,28 +37,39 @@ __device__ double block_sum(double v) {
     return v;
 }
 
-template <int kVec>
-__device__ double sumsq_range(const __nv_bfloat16* g, int length, float grad_scale) {
+__device__ __forceinline__ float as_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float as_float(float x) { return x; }
+
+template <typename G, int kVec>
+__device__ double sumsq_range(const G* g, int length, float grad_scale) {
     double acc = 0.0;
     for (int i = threadIdx.x * kVec; i < length; i += kThreads * kVec) {
-        const Pack<__nv_bfloat16, kVec> p = *reinterpret_cast<const Pack<__nv_bfloat16, kVec>*>(g + i);
+        const Pack<G, kVec> p = *reinterpret_cast<const Pack<G, kVec>*>(g + i);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
-            const double x = adam_unscaled(__bfloat162float(p.v[k]), grad_scale);
+            const double x = adam_unscaled(as_float(p.v[k]), grad_scale);
             acc += x * x;
         }
     }
     return acc;
 }
 
+// One chunk's sum of squares; 16-byte loads where the chunk allows them.
+template <typename G>
+__device__ double sumsq_chunk(const void* grad, const AdamChunk& c, float grad_scale) {
+    constexpr int kVec = 16 / sizeof(G);
+    const auto* g = static_cast<const G*>(grad) + c.begin;
+    return aligned(g, 16) && c.length % kVec == 0 ? sumsq_range<G, kVec>(g, c.length, grad_scale)
+                                                  : sumsq_range<G, 1>(g, c.length, grad_scale);
+}
+
 __global__ void __launch_bounds__(kThreads)
     grad_sumsq_kernel(const AdamTensor* __restrict__ tensors, const AdamChunk* __restrict__ chunks, float grad_scale,
                       double* __restrict__ chunk_sums) {
     const AdamChunk c = chunks[blockIdx.x];
-    const auto* g = reinterpret_cast<const __nv_bfloat16*>(tensors[c.tensor].grad) + c.begin;
-    constexpr int kVec = 8;
-    const double acc = aligned(g, 16) && c.length % kVec == 0 ? sumsq_range<kVec>(g, c.length, grad_scale)
-                                                              : sumsq_range<1>(g, c.length, grad_scale);
+    const AdamTensor& t = tensors[c.tensor];
+    const double acc = t.grad_fp32 ? sumsq_chunk<float>(t.grad, c, grad_scale)
+                                   : sumsq_chunk<__nv_bfloat16>(t.grad, c, grad_scale);
     const double total = block_sum(acc);
     if (threadIdx.x == 0) chunk_sums[blockIdx.x] = total;
 }
@@ -73,24 +84,24 @@ __global__ void tensor_sums_kernel(const std::int64_t* __restrict__ first, std::
     sumsq[t] = s;
 }
 
-template <int kVec>
+template <typename G, int kVec>
 __device__ void step_range(const AdamTensor& t, std::int64_t begin, int length, const AdamScalars& s) {
     using F = Pack<float, kVec>;
     using B = Pack<__nv_bfloat16, kVec>;
     auto* param = reinterpret_cast<__nv_bfloat16*>(t.param) + begin;
-    const auto* grad = reinterpret_cast<const __nv_bfloat16*>(t.grad) + begin;
+    const auto* grad = static_cast<const G*>(t.grad) + begin;
     float* master = t.master + begin;
     float* m1 = t.exp_avg + begin;
     float* m2 = t.exp_avg_sq + begin;
     for (int i = threadIdx.x * kVec; i < length; i += kThreads * kVec) {
-        const B g = *reinterpret_cast<const B*>(grad + i);
+        const Pack<G, kVec> g = *reinterpret_cast<const Pack<G, kVec>*>(grad + i);
         F p = *reinterpret_cast<const F*>(master + i);
         F m = *reinterpret_cast<const F*>(m1 + i);
         F v = *reinterpret_cast<const F*>(m2 + i);
         B out;
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
-            adam_update(__bfloat162float(g.v[k]), t.group, p.v[k], m.v[k], v.v[k], s);
+            adam_update(as_float(g.v[k]), t.group, p.v[k], m.v[k], v.v[k], s);
             out.v[k] = __float2bfloat16_rn(p.v[k]);
         }
         *reinterpret_cast<F*>(master + i) = p;
@@ -100,16 +111,23 @@ __device__ void step_range(const AdamTensor& t, std::int64_t begin, int length, 
     }
 }
 
+template <typename G>
+__device__ void step_chunk(const AdamTensor& t, const AdamChunk& c, const AdamScalars& s) {
+    constexpr int kVec = 4;
+    const std::int64_t b = c.begin;
+    const bool vec = c.length % kVec == 0 && aligned(t.master + b, 16) && aligned(t.exp_avg + b, 16) &&
+                     aligned(t.exp_avg_sq + b, 16) && aligned(t.param + b, 8) &&
+                     aligned(static_cast<const G*>(t.grad) + b, kVec * sizeof(G));
+    if (vec) step_range<G, kVec>(t, b, c.length, s);
+    else step_range<G, 1>(t, b, c.length, s);
+}
+
 __global__ void __launch_bounds__(kThreads)
     adam_step_kernel(const AdamTensor* __restrict__ tensors, const AdamChunk* __restrict__ chunks, AdamScalars s) {
     const AdamChunk c = chunks[blockIdx.x];
     const AdamTensor t = tensors[c.tensor];
-    constexpr int kVec = 4;
-    const std::int64_t b = c.begin;
-    const bool vec = c.length % kVec == 0 && aligned(t.master + b, 16) && aligned(t.exp_avg + b, 16) &&
-                     aligned(t.exp_avg_sq + b, 16) && aligned(t.param + b, 8) && aligned(t.grad + b, 8);
-    if (vec) step_range<kVec>(t, b, c.length, s);
-    else step_range<1>(t, b, c.length, s);
+    if (t.grad_fp32) step_chunk<float>(t, c, s);
+    else step_chunk<__nv_bfloat16>(t, c, s);
 }
 
 void check_launch(const char* what, std::int64_t n_chunks) {

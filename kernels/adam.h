@@ -1,5 +1,5 @@
 // AdamW's step of a bf16 model with fp32 master weights, one pass over each element (as llm.c's AdamW
-// kernel): it reads the model's bf16 gradient, the fp32 master weight and both moments, and writes the
+// kernel): it reads the gradient (bf16, or fp32 main gradients), the fp32 master weight and both moments, and writes the
 // master, the moments and the model's bf16 weight (rounded to nearest even). Unfused, the same step is an
 // fp32 copy of every gradient, its norm, torch's fused AdamW over the fp32 tensors and a copy of every
 // master back into the model: about twice the memory traffic and four launches per tensor.
@@ -24,13 +24,14 @@
 namespace mds::kernels {
 
 struct AdamTensor {
-    std::uint16_t* param = nullptr;       // the model's weights, bf16 bits (written)
-    const std::uint16_t* grad = nullptr;  // the model's gradient, bf16 bits
-    float* master = nullptr;              // fp32 master weights (read, written)
-    float* exp_avg = nullptr;             // Adam's first moment (read, written)
-    float* exp_avg_sq = nullptr;          // Adam's second moment (read, written)
+    std::uint16_t* param = nullptr;  // the model's weights, bf16 bits (written)
+    const void* grad = nullptr;      // the gradient: bf16 bits (the model's .grad), or fp32 where grad_fp32
+    float* master = nullptr;         // fp32 master weights (read, written)
+    float* exp_avg = nullptr;        // Adam's first moment (read, written)
+    float* exp_avg_sq = nullptr;     // Adam's second moment (read, written)
     std::int64_t numel = 0;
-    std::int32_t group = 0;  // which of AdamHyper::weight_decay applies: 0 or 1
+    std::int32_t group = 0;      // which of AdamHyper::weight_decay applies: 0 or 1
+    std::int32_t grad_fp32 = 0;  // 1: `grad` is fp32 (the micro batches' sum in fp32, libcore's trainer/main_grads.h)
 };
 
 // Elements [begin, begin + length) of tensor `tensor`.

@@ -55,10 +55,19 @@ AdamScalars adam_scalars(const AdamHyper& h) {
     return s;
 }
 
+namespace {
+
+// Element i of t's gradient as fp32.
+float grad_at(const AdamTensor& t, std::int64_t i) {
+    return t.grad_fp32 ? static_cast<const float*>(t.grad)[i] : bf16_to_float(static_cast<const std::uint16_t*>(t.grad)[i]);
+}
+
+}  // namespace
+
 double adam_grad_sumsq_ref(const AdamTensor& t, float grad_scale, std::int64_t begin, std::int64_t end) {
     double sum = 0.0;
     for (std::int64_t i = begin; i < end; ++i) {
-        const double g = adam_unscaled(bf16_to_float(t.grad[i]), grad_scale);
+        const double g = adam_unscaled(grad_at(t, i), grad_scale);
         sum += g * g;
     }
     return sum;
@@ -68,7 +77,7 @@ void adam_step_ref(const AdamTensor& t, const AdamScalars& s, std::int64_t begin
     if (t.group != 0 && t.group != 1) throw std::invalid_argument("adam: a tensor's group is 0 or 1, not " + std::to_string(t.group));
     for (std::int64_t i = begin; i < end; ++i) {
         float p = t.master[i], m = t.exp_avg[i], v = t.exp_avg_sq[i];
-        adam_update(bf16_to_float(t.grad[i]), t.group, p, m, v, s);
+        adam_update(grad_at(t, i), t.group, p, m, v, s);
         t.master[i] = p;
         t.exp_avg[i] = m;
         t.exp_avg_sq[i] = v;

@@ -5,7 +5,8 @@
     optimizer-state elements it holds: half of the model's parameters (plus the flat groups' padding), where an
     fp32 run at ZeRO stage 0 holds all of them;
   - `--dry-run --json` for the same flags on 2 GPUs counts the optimizer memory as that partition: 12 bytes per
-    held element (fp32 master, Adam's two moments), within the padding of what the run measured;
+    held element (fp32 master, Adam's two moments), within the padding of what the run measured, and the gradient
+    memory as the fp32 main gradients the run reports (4 bytes for each of the model's parameters);
   - the checkpoint has one BF16-optimizer file per data-parallel rank (bf16_zero_pp_rank_{0,1}_mp_rank_00), each
     with its half of every flat group (single_partition_of_fp32_groups) and partition_count 2, and a resume of it
     on two ranks continues exactly as the uninterrupted run.
@@ -58,6 +59,9 @@ def held(outs, what):
     return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
 
 
+MAIN_GRADS = re.compile(r"gradients accumulated over the micro batches and all-reduced in fp32 \((\d+) fp32 main gradients\)")
+
+
 def losses(out):
     return [(int(i), float(l), float(g)) for i, l, g in LOSS.findall(out)]
 
@@ -100,6 +104,13 @@ def main():
                       f"dry run: {stage['optimizer_bytes']} optimizer bytes per GPU; the run holds {measured}")
                 print(f"bf16 ZeRO-0 on 2 ranks: {params} parameters, rank 0 holds {mine} optimizer-state elements "
                       f"({measured} bytes); dry run {stage['optimizer_bytes']} bytes")
+                # The fp32 main gradients (every parameter's, on every rank): what the dry run counts as gradients.
+                m = MAIN_GRADS.search(whole[0][2] + whole[0][1])
+                if check(m is not None, f"bf16 ZeRO-0: no fp32 main gradients line: {whole[0][2][-800:]}"):
+                    check(int(m.group(1)) == params and stage["gradients_bytes"] == 4 * params,
+                          f"bf16: {m.group(1)} fp32 main gradients for {params} parameters; dry run "
+                          f"{stage['gradients_bytes']} gradient bytes")
+                    print(f"bf16: {m.group(1)} fp32 main gradients, dry run {stage['gradients_bytes']} gradient bytes")
 
         # Save at 6, resume on 2 ranks: the same curve as the uninterrupted run.
         first = run(flags(data, bf16, ["--bf16"], extra=["--save", ckpt, "--save-interval", "6", "--exit-interval", "6"]), 2)

@@ -267,14 +267,15 @@ void plan_model(const TrainArgs& args, const DryRunOptions& options, DryRunRepor
 }
 
 // Bytes per parameter (ZeRO paper, Rajbhandari et al. 2020 §3.1, K = 12 for mixed-precision
-// Adam): 16-bit weights and gradients, fp32 master weights, momentum and variance; in fp32 the
-// weights are the master copy. ZeRO-1 partitions the optimizer states over data parallelism,
-// and so does DeepSpeed's BF16_Optimizer, which bf16 gets at ZeRO stage 0 (each rank keeps the
-// fp32 master and Adam moments of its 1/DP share of each flat group: bf16_optimizer.py).
-// DeepSpeed's fp32 gradient partition of its ZeRO optimizer and the bf16 optimizer's fp32
-// gradient accumulation buffer are not counted (tr1-13B's README counts 4-byte gradients: 18
-// bytes per parameter in all, before ZeRO). The flat groups' padding to 2 × DP
-// (ckpt/ds_optimizer_layout.h) is left out: at most 2·DP - 1 elements per group.
+// Adam): 16-bit weights, fp32 master weights, momentum and variance; in fp32 the weights are the
+// master copy. Gradients: fp16's in fp16; bf16's in fp32, the main gradients mds-train (as
+// DeepSpeed's BF16_Optimizer) sums the micro batches into (trainer/main_grads.h; each micro
+// batch's bf16 gradient lives only until it is added). ZeRO-1 partitions the optimizer states over
+// data parallelism, and so does DeepSpeed's BF16_Optimizer, which bf16 gets at ZeRO stage 0 (each
+// rank keeps the fp32 master and Adam moments of its 1/DP share of each flat group:
+// bf16_optimizer.py). DeepSpeed's fp32 gradient partition of its fp16 ZeRO optimizer is not counted
+// (tr1-13B's README counts 4-byte gradients: 18 bytes per parameter in all, before ZeRO). The flat
+// groups' padding to 2 × DP (ckpt/ds_optimizer_layout.h) is left out: at most 2·DP - 1 elements per group.
 void plan_precision(const TrainArgs& args, const DryRunOptions& options, DryRunReport& r) {
     const auto& o = args.optimizer;
     const auto& m = args.model;
@@ -285,7 +286,7 @@ void plan_precision(const TrainArgs& args, const DryRunOptions& options, DryRunR
     r.attention_scores_materialized = options.attention_scores_materialized;
     const bool mixed = o.fp16 || o.bf16;
     r.weight_bytes_per_parameter = mixed ? 2 : 4;
-    r.gradient_bytes_per_parameter = mixed ? 2 : 4;
+    r.gradient_bytes_per_parameter = o.fp16 ? 2 : 4;
     r.optimizer_bytes_per_parameter = mixed ? 12 : 8;
     r.optimizer_partitions = ckpt::ds_partitions_optimizer_states(r.zero_stage, o.bf16) ? r.data_parallel_size : 1;
     // Offloaded (docs/cpu-optimizer.md), the GPU keeps only the model's weights and gradients; the host

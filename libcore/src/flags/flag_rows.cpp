@@ -817,9 +817,9 @@ void refused_running_rows(std::vector<FlagRow>& t) {
     row("--deepscale_config", "DeepSpeed's deprecated spelling of --deepspeed_config, which BMD's pretrain never reads "
         "(with --deepspeed it opens --deepspeed_config only); use --deepspeed_config", "deepscale_config", "None", true);
     row("--accumulate-allreduce-grads-in-fp32", "without --deepspeed, Megatron's local DDP then accumulates and "
-        "all-reduces the gradients in fp32, which mds does not implement (it accumulates them in the parameters' "
-        "dtype); with --deepspeed BMD ignores the flag: drop it", "accumulate_allreduce_grads_in_fp32", "False", false,
-        PyForm::Derived);
+        "all-reduces the gradients in fp32: mds-train does so for every bf16 run (as BMD, which sets the flag for bf16 "
+        "itself), and keeps fp16's gradients in fp16; with --deepspeed BMD ignores the flag: drop it",
+        "accumulate_allreduce_grads_in_fp32", "False", false, PyForm::Derived);
     row("--use-bnb-optimizer", "bitsandbytes' 8-bit Adam (with the embedding LayerNorm and Xavier embedding "
         "initialization BMD adds for it) is not implemented; drop the flag to train with Adam", "use_bnb_optimizer",
         "False", false);

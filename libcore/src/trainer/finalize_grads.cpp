@@ -5,11 +5,12 @@
 
 #include "mds/trainer/comm.h"
 #include "mds/trainer/grad_reducer.h"
+#include "mds/trainer/main_grads.h"
 
 namespace mds::trainer {
 
 void finalize_model_grads(model::GptModel& model, Communicator& comm, GradientReducer* data_parallel,
-                          observe::Timers* timers) {
+                          observe::Timers* timers, const MainGrads* main) {
     // Gradients averaged over the data-parallel group before clipping (Megatron's
     // allreduce_gradients); a parameter without a gradient contributes zeros. With
     // --overlap-grad-reduce most buckets were reduced during backward-compute: this times the rest.
@@ -24,6 +25,10 @@ void finalize_model_grads(model::GptModel& model, Communicator& comm, GradientRe
         // get the sum of both gradients (DeepSpeed's allreduce_tied_weight_gradients).
         c10::NoGradGuard no_grad;
         auto& w = model.parameter(model::kEmbeddingLayer, "word_embeddings.weight").tensor;
+        if (main) {
+            comm.all_reduce_sum({main->of(w)}, Group::Embedding);
+            return;
+        }
         if (!w.grad().defined()) w.mutable_grad() = at::zeros_like(w);
         comm.all_reduce_sum({w.grad()}, Group::Embedding);
     }

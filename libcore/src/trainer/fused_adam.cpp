@@ -109,6 +109,13 @@ void FusedAdam::plan(Plan& plan, const std::vector<std::int64_t>& numels, const 
     }
 }
 
+void FusedAdam::use_main_grads(std::vector<at::Tensor> grads) {
+    if (grads.size() != params_.size())
+        throw Error("fused Adam step: " + std::to_string(grads.size()) + " main gradients for " +
+                    std::to_string(params_.size()) + " parameters");
+    main_grads_ = std::move(grads);
+}
+
 bool FusedAdam::cuda() const { return !params_.empty() && params_[0].is_cuda(); }
 
 void FusedAdam::set_table(Plan& plan, std::vector<kernels::AdamTensor> table) {
@@ -127,13 +134,15 @@ void FusedAdam::refresh() {
     norm.reserve(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) {
         auto& p = params_[i];
-        if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
-        const auto& g = p.grad();
-        if (g.scalar_type() != p.scalar_type() || !g.is_contiguous() || g.numel() != p.numel())
-            throw Error("fused Adam step: the gradient of parameter " + std::to_string(i) +
-                        " is not a contiguous tensor of its dtype and size");
+        if (main_grads_.empty() && !p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+        const auto& g = main_grads_.empty() ? p.grad() : main_grads_[i];
+        const auto dtype = main_grads_.empty() ? p.scalar_type() : at::kFloat;
+        if (g.scalar_type() != dtype || !g.is_contiguous() || g.numel() != p.numel() || g.device() != p.device())
+            throw Error("fused Adam step: the gradient of parameter " + std::to_string(i) + " is not a contiguous " +
+                        c10::toString(dtype) + " tensor of its size on its device");
         kernels::AdamTensor t;
-        t.grad = static_cast<const std::uint16_t*>(g.const_data_ptr());
+        t.grad = g.const_data_ptr();
+        t.grad_fp32 = main_grads_.empty() ? 0 : 1;
         t.numel = p.numel();
         norm.push_back(t);
     }
@@ -143,7 +152,9 @@ void FusedAdam::refresh() {
         auto& p = params_[sl.param];
         kernels::AdamTensor t;
         t.param = static_cast<std::uint16_t*>(p.data_ptr()) + sl.offset;
-        t.grad = norm[sl.param].grad + sl.offset;
+        const auto& g = norm[sl.param];
+        t.grad = static_cast<const char*>(g.grad) + sl.offset * (g.grad_fp32 ? 4 : 2);
+        t.grad_fp32 = g.grad_fp32;
         t.master = sl.master.data_ptr<float>();
         t.exp_avg = sl.exp_avg.data_ptr<float>();
         t.exp_avg_sq = sl.exp_avg_sq.data_ptr<float>();

@@ -1,6 +1,6 @@
 // mds-train --adam-step-fusion: AdamOptimizer's step of a bf16 model through kernels/adam.h — its CUDA kernels on
-// a GPU, its CPU reference on the CPU. The model's bf16 gradients go straight into the update: no fp32 copy of
-// them, and the masters go back into the model in the same pass.
+// a GPU, its CPU reference on the CPU. The gradients (fp32 main gradients, or the model's bf16 .grad) go straight
+// into the update: no fp32 copy of them, and the masters go back into the model in the same pass.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -36,6 +36,9 @@ public:
     FusedAdam(std::vector<at::Tensor> params, const std::vector<at::Tensor>& master, const std::vector<at::Tensor>& exp_avg,
               const std::vector<at::Tensor>& exp_avg_sq, const std::vector<bool>& decay);
 
+    // Read the gradients from these fp32 tensors (bf16's main gradients, main_grads.h: one per parameter, its
+    // size, contiguous, on its device; they must outlive this) instead of the parameters' .grad.
+    void use_main_grads(std::vector<at::Tensor> grads);
     // Per parameter, Σ (g · grad_scale)² over its gradient: [n] fp64 on the parameters' device. A parameter
     // without a gradient gets a zero one first.
     at::Tensor grad_sumsq(float grad_scale);
@@ -58,6 +61,7 @@ private:
     bool cuda() const;
 
     std::vector<at::Tensor> params_;
+    std::vector<at::Tensor> main_grads_;  // empty: the parameters' .grad
     std::vector<FusedAdamSlice> slices_;
     Plan norm_, update_;       // over the whole gradients; over the slices
     at::Tensor chunk_sums_;    // the norm's scratch (CUDA only)

@@ -2,12 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <mutex>
 
+#include "grad_hooks.h"
 #include "mds/trainer/comm.h"
+#include "mds/trainer/main_grads.h"
 #include "mds/util/error.h"
 
 namespace mds::trainer {
@@ -16,11 +17,13 @@ struct GradientReducer::Impl {
         std::vector<std::size_t> params;
         std::size_t ready = 0;
         at::Tensor flat;
+        bool in_place = false;  // flat is a range of the main gradients' buffer: nothing to write back
         std::function<void()> wait;
     };
     std::vector<model::Parameter>& params;
     Communicator& comm;
     double scale;
+    MainGrads* main;  // bf16: the fp32 main gradients are reduced (null: the parameters' .grad)
     std::vector<Bucket> buckets;
     std::vector<std::size_t> bucket_of;  // per parameter
     std::vector<bool> final_grad;        // per parameter, in the armed pass
@@ -29,7 +32,15 @@ struct GradientReducer::Impl {
     bool armed = false;
     std::mutex mutex;
 
-    Impl(std::vector<model::Parameter>& p, Communicator& c, double s) : params(p), comm(c), scale(s) {}
+    Impl(std::vector<model::Parameter>& p, Communicator& c, double s, MainGrads* m) : params(p), comm(c), scale(s), main(m) {}
+
+    // What parameter i's reduction reads and writes back into.
+    at::Tensor grad(std::size_t i) {
+        if (main) return main->grads()[i];
+        auto& t = params[i].tensor;
+        if (!t.grad().defined()) t.mutable_grad() = at::zeros_like(t);
+        return t.grad();
+    }
 
     void reset() {
         std::fill(final_grad.begin(), final_grad.end(), false);
@@ -44,13 +55,27 @@ struct GradientReducer::Impl {
 
     void start(Bucket& b) {
         c10::NoGradGuard no_grad;
-        std::vector<at::Tensor> grads;
-        for (auto i : b.params) {
-            auto& t = params[i].tensor;
-            if (!t.grad().defined()) t.mutable_grad() = at::zeros_like(t);
-            grads.push_back(t.grad());
+        if (main) {
+            // The bucket's parameters are consecutive, so their main gradients are one range of the flat buffer:
+            // reduced where they are, without a flattened copy.
+            std::int64_t lo = main->flat().numel(), hi = 0, total = 0;
+            for (auto i : b.params) {
+                const auto& g = main->grads()[i];
+                lo = std::min(lo, g.storage_offset());
+                hi = std::max(hi, g.storage_offset() + g.numel());
+                total += g.numel();
+            }
+            if (hi - lo == total) {
+                b.flat = main->flat().narrow(0, lo - main->flat().storage_offset(), total);
+                b.in_place = true;
+                b.wait = comm.start_all_reduce_sum(b.flat, Group::Data);
+                return;
+            }
         }
+        std::vector<at::Tensor> grads;
+        for (auto i : b.params) grads.push_back(grad(i));
         b.flat = flatten(grads);
+        b.in_place = false;
         b.wait = comm.start_all_reduce_sum(b.flat, Group::Data);
     }
 
@@ -67,24 +92,15 @@ struct GradientReducer::Impl {
     }
 };
 
-namespace {
-
-struct Hook : torch::autograd::PostAccumulateGradHook {
-    std::function<void()> fire;
-    explicit Hook(std::function<void()> f) : fire(std::move(f)) {}
-    void operator()(const torch::autograd::Variable&) override { fire(); }
-};
-
-}  // namespace
-
-GradientReducer::GradientReducer(std::vector<model::Parameter>& params, Communicator& comm, double scale, std::int64_t bucket_bytes)
-    : impl_(std::make_shared<Impl>(params, comm, scale)) {
+GradientReducer::GradientReducer(std::vector<model::Parameter>& params, Communicator& comm, double scale, std::int64_t bucket_bytes,
+                                 MainGrads* main)
+    : impl_(std::make_shared<Impl>(params, comm, scale, main)) {
     auto& m = *impl_;
     m.bucket_of.assign(params.size(), 0);
     m.final_grad.assign(params.size(), false);
     // Reverse order (backward produces the last layers' gradients first), as DDP.
-    std::vector<at::Tensor> reversed;
-    for (std::size_t k = params.size(); k-- > 0;) reversed.push_back(params[k].tensor);
+    std::vector<at::Tensor> reversed;  // the tensors reduced: the buckets' bytes are theirs
+    for (std::size_t k = params.size(); k-- > 0;) reversed.push_back(main ? main->grads()[k] : params[k].tensor);
     for (const auto& [begin, end] : cut_buckets(reversed, bucket_bytes)) {
         auto& b = m.buckets.emplace_back();
         for (std::size_t j = begin; j < end; ++j) {
@@ -93,14 +109,16 @@ GradientReducer::GradientReducer(std::vector<model::Parameter>& params, Communic
             m.bucket_of[k] = m.buckets.size() - 1;
         }
     }
-    for (std::size_t k = 0; k < params.size(); ++k)
-        torch::autograd::impl::set_post_acc_grad_hooks(params[k].tensor, std::make_unique<Hook>([w = std::weak_ptr<Impl>(impl_), k] {
-                                                           if (auto r = w.lock()) r->on_gradient(k);
-                                                       }));
+    auto notify = [w = std::weak_ptr<Impl>(impl_)](std::size_t k) {
+        if (auto r = w.lock()) r->on_gradient(k);
+    };
+    if (main) main->set_listener(notify);  // its hooks add each micro batch's gradient, then call this
+    else set_gradient_hooks(params, notify);
 }
 
 GradientReducer::~GradientReducer() {
-    for (auto& p : impl_->params) torch::autograd::impl::set_post_acc_grad_hooks(p.tensor, nullptr);
+    if (impl_->main) impl_->main->set_listener(nullptr);
+    else clear_gradient_hooks(impl_->params);
 }
 
 void GradientReducer::arm() {
@@ -123,9 +141,11 @@ void GradientReducer::finish() {
     for (auto& b : m.buckets) {
         b.wait();
         if (m.scale != 1.0) b.flat.mul_(m.scale);
-        std::vector<at::Tensor> grads;
-        for (auto i : b.params) grads.push_back(m.params[i].tensor.grad());
-        unflatten(b.flat, grads);
+        if (!b.in_place) {
+            std::vector<at::Tensor> grads;
+            for (auto i : b.params) grads.push_back(m.grad(i));
+            unflatten(b.flat, grads);
+        }
         b.flat = at::Tensor();
         b.wait = nullptr;
     }

@@ -9,6 +9,7 @@
 #include "fused_adam.h"
 #include "mds/optim/grad_clip.h"
 #include "mds/trainer/comm.h"
+#include "mds/trainer/main_grads.h"
 #include "mds/util/error.h"
 
 namespace mds::trainer {
@@ -61,8 +62,8 @@ struct AdamOptimizer::Zero1 {
 AdamOptimizer::~AdamOptimizer() = default;
 
 AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config, Communicator* zero1,
-                             bool host_offload)
-    : params_(params), config_(config), offload_(host_offload) {
+                             bool host_offload, MainGrads* main_grads)
+    : params_(params), main_(main_grads), config_(config), offload_(host_offload) {
     if (config_.optimizer != "adam") throw UsageError("--optimizer " + config_.optimizer + ": mds-train implements adam only");
     c10::NoGradGuard no_grad;
     const bool partition = zero1 && zero1->members(Group::Data).size() > 1;
@@ -109,6 +110,7 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
                 slices.push_back({z->own[k].param, z->own[k].offset, z->own[k].length, z->master[k], z->exp_avg[k],
                                   z->exp_avg_sq[k], z->own_decay[k]});
             fused_ = std::make_unique<FusedAdam>(std::move(model), std::move(slices));
+            if (main_) fused_->use_main_grads(main_->grads());
         }
         zero_ = std::move(z);
         return;
@@ -124,7 +126,8 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
         master_.push_back(offload_ ? host_copy(p) : separate_master_ ? p.detach().to(at::kFloat).clone() : p.detach());
         exp_avg_.push_back(at::zeros_like(master_.back()));
         exp_avg_sq_.push_back(at::zeros_like(master_.back()));
-        if ((separate_master_ && !config_.adam_step_fusion) || offload_) master_grad_.push_back(at::zeros_like(master_.back()));
+        if ((separate_master_ && !config_.adam_step_fusion && !main_) || offload_)
+            master_grad_.push_back(at::zeros_like(master_.back()));
         (params_[i].weight_decay ? decay_ : no_decay_).push_back(i);
     }
     if (config_.adam_step_fusion && !params_.empty()) {
@@ -135,6 +138,7 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
             decay.push_back(p.weight_decay);
         }
         fused_ = std::make_unique<FusedAdam>(std::move(model), master_, exp_avg_, exp_avg_sq_, decay);
+        if (main_) fused_->use_main_grads(main_->grads());
     }
     if (fused_) return;  // the fused step counts its steps in steps_ alone
     const auto step_opts = at::TensorOptions().dtype(at::kFloat).device(
@@ -144,6 +148,7 @@ AdamOptimizer::AdamOptimizer(std::vector<model::Parameter>& params, const optim:
 }
 
 void AdamOptimizer::zero_grad() {
+    if (main_) return main_->zero();
     for (auto& p : params_) {
         auto g = p.tensor.mutable_grad();
         if (g.defined()) g.zero_();
@@ -160,18 +165,17 @@ StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale
     const double inv_scale = 1.0 / loss_scale;
     // Offloaded: the device gradients are copied (device -> host, to fp32) into the host buffers and
     // everything below runs on those.
-    const bool copies = separate_master_ || offload_;
-    if (!copies) master_grad_.clear();
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-        auto& param = params_[i].tensor;
-        if (!copies) {
-            if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
-            master_grad_.push_back(param.grad());
-            if (inv_scale != 1.0) master_grad_.back().mul_(inv_scale);
-        } else if (!param.grad().defined()) {
+    const bool copies = (separate_master_ && !main_) || offload_;
+    if (!copies) {
+        master_grad_ = gradients();  // fp32 already: the parameters' .grad, or the main gradients
+        if (inv_scale != 1.0) at::_foreach_mul_(master_grad_, inv_scale);
+    }
+    for (std::size_t i = 0; copies && i < params_.size(); ++i) {
+        const auto& g = main_ ? main_->grads()[i] : params_[i].tensor.grad();
+        if (!g.defined()) {
             master_grad_[i].zero_();
         } else {
-            master_grad_[i].copy_(param.grad());
+            master_grad_[i].copy_(g);
             if (inv_scale != 1.0) master_grad_[i].mul_(inv_scale);
         }
     }
@@ -189,9 +193,20 @@ StepResult AdamOptimizer::step(double lr, double weight_decay, double loss_scale
     run(decay_, step_decay_, weight_decay);
     run(no_decay_, step_no_decay_, 0.0);
     // Back into the model (host -> device when offloaded), rounded to its dtype.
-    if (copies)
+    if (separate_master_ || offload_)
         for (std::size_t i = 0; i < params_.size(); ++i) params_[i].tensor.detach().copy_(master_[i]);
     return r;
+}
+
+std::vector<at::Tensor> AdamOptimizer::gradients() {
+    if (main_) return main_->grads();
+    std::vector<at::Tensor> out;
+    out.reserve(params_.size());
+    for (auto& p : params_) {
+        if (!p.tensor.grad().defined()) p.tensor.mutable_grad() = at::zeros_like(p.tensor);
+        out.push_back(p.tensor.grad());
+    }
+    return out;
 }
 
 std::optional<double> AdamOptimizer::measure(const std::vector<at::Tensor>& norm_of, const std::vector<at::Tensor>& zeros_of,
@@ -224,9 +239,7 @@ StepResult AdamOptimizer::step_fused(double lr, double weight_decay, double loss
     // the unscaled gradients, every element in one pass.
     const auto grad_scale = static_cast<float>(1.0 / loss_scale);
     const auto squares = fused_->grad_sumsq(grad_scale);  // gives every parameter a gradient
-    std::vector<at::Tensor> grads;
-    if (count_zeros)
-        for (const auto& p : params_) grads.push_back(p.tensor.grad());
+    const auto grads = count_zeros ? gradients() : std::vector<at::Tensor>{};
     const auto coeff = measure_squares(squares, grads, check_finite, count_zeros, r);
     if (!coeff) return r;
     ++steps_;
@@ -251,27 +264,24 @@ StepResult AdamOptimizer::step_partitioned(double lr, double weight_decay, doubl
     auto& z = *zero_;
     StepResult r;
     // The norm and the zero count over the full (data-parallel averaged) gradients, as one process.
-    std::vector<at::Tensor> grads;
-    for (auto& p : params_) {
-        if (!p.tensor.grad().defined()) p.tensor.mutable_grad() = at::zeros_like(p.tensor);
-        grads.push_back(p.tensor.grad());
-    }
+    auto grads = gradients();
+    const bool fp32_grads = !separate_master_ || main_;  // else fp32 copies of the fragments
     const double inv_scale = 1.0 / loss_scale;
     // This rank's fragments of the main gradients, in fp32 and unscaled.
     std::vector<at::Tensor> frag_grads;
     // Offloaded: host fp32 copies (device -> host), unscaled there.
     for (std::size_t k = 0; k < z.own.size(); ++k) {
         auto g = flat_view(grads[z.own[k].param], z.own[k]);
-        frag_grads.push_back(offload_ ? z.host_grad[k].copy_(g) : separate_master_ ? g.to(at::kFloat) : g);
+        frag_grads.push_back(offload_ ? z.host_grad[k].copy_(g) : fp32_grads ? g : g.to(at::kFloat));
     }
-    if (!separate_master_ && inv_scale != 1.0) {
+    if (fp32_grads && inv_scale != 1.0) {
         for (auto& g : grads) g.mul_(inv_scale);
         if (offload_ && !frag_grads.empty()) at::_foreach_mul_(frag_grads, inv_scale);
     } else if (inv_scale != 1.0 && !frag_grads.empty()) {
         at::_foreach_mul_(frag_grads, inv_scale);
     }
     std::vector<at::Tensor> norm_of;
-    if (separate_master_) {
+    if (!fp32_grads) {
         for (auto& g : grads) norm_of.push_back(inv_scale != 1.0 ? g.to(at::kFloat).mul_(inv_scale) : g.to(at::kFloat));
     } else {
         norm_of = grads;

@@ -101,7 +101,7 @@ StepOutcome Trainer::train_step() {
     const double stage_loss = loss_sum / static_cast<double>(nmb);  // the last stage's; 0 on the others
 
     // ---- gradient finishing: data-parallel average, tied embeddings ----
-    finalize_model_grads(*model_, *comm_, reducer_.get(), &timers_);
+    finalize_model_grads(*model_, *comm_, reducer_.get(), &timers_, main_grads_.get());
     out.lm_loss = comm_->sum(stage_loss, Group::Data) / static_cast<double>(dp_);
 
     // ---- optimizer step (unscale, clip, AdamW; fp16: skipped on overflow), LR schedule ----

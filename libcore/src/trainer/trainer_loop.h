@@ -44,6 +44,7 @@
 #include "mds/trainer/checkpoint.h"
 #include "mds/trainer/comm.h"
 #include "mds/trainer/grad_reducer.h"
+#include "mds/trainer/main_grads.h"
 #include "mds/trainer/micro_batches.h"
 #include "mds/trainer/optimizer.h"
 #include "mds/trainer/pipeline.h"
@@ -252,6 +253,7 @@ private:
 
     // ---- optimization ----
     std::optional<optim::LrSchedule> schedule_;
+    std::unique_ptr<MainGrads> main_grads_;  // bf16: the fp32 sums of the micro batches' gradients
     std::unique_ptr<AdamOptimizer> optimizer_;
     std::vector<at::Tensor> tp_norms_;  // --sync-tp-duplicated-parameters
     std::unique_ptr<GradientReducer> reducer_;  // DP > 1

@@ -402,8 +402,16 @@ void Trainer::setup_optimizer() {
     // BF16_Optimizer, which bf16 runs get at ZeRO stage 0 ("it implements its own zero stage 1
     // equivalent", tr11-176B-ml's ds_config). The optimizer partitions only over more than one rank.
     const bool partition_states = ckpt::ds_partitions_optimizer_states(args_.parallel.zero_stage, args_.optimizer.bf16);
+    // bf16: every micro batch's gradients added into fp32 buffers, which the data-parallel all-reduce, the
+    // clipping and the step read, as DeepSpeed's BF16_Optimizer (and Megatron's local DDP, which bf16 sets to
+    // accumulate_allreduce_grads_in_fp32) does: a bf16 sum over many micro batches would lose the small terms.
+    if (!model_->parameters().empty() && model_->parameters().front().tensor.scalar_type() == at::kBFloat16) {
+        main_grads_ = std::make_unique<MainGrads>(model_->parameters());
+        info("bf16: gradients accumulated over the micro batches and all-reduced in fp32 (" +
+             std::to_string(main_grads_->flat().numel()) + " fp32 main gradients)");
+    }
     optimizer_ = std::make_unique<AdamOptimizer>(model_->parameters(), args_.optimizer, partition_states ? comm_.get() : nullptr,
-                                                 args_.parallel.host_optimizer());
+                                                 args_.parallel.host_optimizer(), main_grads_.get());
     if (optimizer_->offloaded())
         info("optimizer offload: fp32 master weights, Adam moments and the step in host memory (--cpu-optimizer / "
              "offload_optimizer)");
@@ -433,11 +441,12 @@ void Trainer::setup_optimizer() {
     }
     // The data-parallel gradient all-reduce, started bucket by bucket during the last backward pass.
     if (dp_ > 1) {
-        // DDP's 25 MiB, or zero_optimization.reduce_bucket_size elements of the gradients' dtype.
-        const std::int64_t element = model_->parameters().front().tensor.element_size();
+        // DDP's 25 MiB, or zero_optimization.reduce_bucket_size elements of the gradients' dtype (fp32 for bf16).
+        const std::int64_t element = main_grads_ ? 4 : model_->parameters().front().tensor.element_size();
         const std::int64_t bucket_bytes =
             args_.parallel.reduce_bucket_elements ? *args_.parallel.reduce_bucket_elements * element : kGradientBucketBytes;
-        reducer_ = std::make_unique<GradientReducer>(model_->parameters(), *comm_, 1.0 / static_cast<double>(dp_), bucket_bytes);
+        reducer_ = std::make_unique<GradientReducer>(model_->parameters(), *comm_, 1.0 / static_cast<double>(dp_), bucket_bytes,
+                                                     main_grads_.get());
         info("data-parallel gradients: " + std::to_string(reducer_->buckets()) + " all-reduce bucket(s) of at most " +
              std::to_string(bucket_bytes) + " bytes, " +
              (args_.parallel.overlap_grad_reduce ? "started during the backward pass" : "after the backward pass"));

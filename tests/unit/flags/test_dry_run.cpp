@@ -222,6 +222,7 @@ TEST_CASE("dry run: one stage holds the whole model; fp32 and ZeRO stage 0 accou
     const DryRunReport zr = plan_dry_run(z, zo);
     CHECK(zr.data_parallel_size == 8);
     CHECK(zr.stages[0].weights_bytes == 2 * zr.parameters);
+    CHECK(zr.stages[0].gradients_bytes == 4 * zr.parameters);  // bf16: the fp32 main gradients, whole on every rank
     CHECK(zr.stages[0].optimizer_bytes == (12 * zr.parameters + 7) / 8);
 }
 

@@ -162,3 +162,27 @@ TEST_CASE("adam reference sum of squares: the unscaled gradients' squares summed
     CHECK(adam_grad_sumsq_ref(a.view(0), 0.5f, 100, 4000) == doctest::Approx(want).epsilon(1e-15));
     CHECK(adam_grad_sumsq_ref(a.view(0), 0.5f, 7, 7) == 0.0);
 }
+
+TEST_CASE("adam reference with fp32 gradients (bf16 training's main gradients): read as fp32, not as bf16 bits") {
+    AdamArrays a(3000, 21), b(3000, 21);
+    // fp32 gradients between the bf16 values: a bf16 reading of them would be another number.
+    std::vector<float> grad32(3000);
+    for (std::size_t i = 0; i < grad32.size(); ++i) grad32[i] = bf16_to_float(a.grad[i]) * (1.0f + 1.0f / 1024);
+    auto t = a.view(0);
+    t.grad = grad32.data();
+    t.grad_fp32 = 1;
+    double want = 0;
+    for (std::size_t i = 10; i < 2000; ++i) want += static_cast<double>(grad32[i] * 0.25f) * (grad32[i] * 0.25f);
+    CHECK(adam_grad_sumsq_ref(t, 0.25f, 10, 2000) == doctest::Approx(want).epsilon(1e-15));
+    // The step: per element, adam_math.h's update of the fp32 value.
+    const auto s = adam_scalars(hyper(3));
+    adam_step_ref(t, s, 0, 3000);
+    for (std::size_t i = 0; i < 3000; i += 97) {
+        float p = b.master[i], m = b.m1[i], v = b.m2[i];
+        adam_update(grad32[i], 0, p, m, v, s);
+        CHECK(a.master[i] == p);
+        CHECK(a.m1[i] == m);
+        CHECK(a.m2[i] == v);
+        CHECK(a.param[i] == float_to_bf16(p));
+    }
+}

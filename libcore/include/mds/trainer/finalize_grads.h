@@ -18,12 +18,14 @@ namespace mds::trainer {
 
 class Communicator;
 class GradientReducer;
+class MainGrads;
 
 // `data_parallel`: the data-parallel reducer, null when DP = 1. A collective: with several
 // processes every rank calls it after its backward passes. A parameter without a gradient takes
 // part as zeros. `timers` (null: none) times step 1 as backward-params-all-reduce and step 2 as
 // backward-embedding-all-reduce, BMD's names; both run, as in BMD, even where there is nothing to reduce.
+// `main` (bf16's fp32 main gradients, null: none): the gradients are those, not the parameters' .grad.
 void finalize_model_grads(model::GptModel& model, Communicator& comm, GradientReducer* data_parallel,
-                          observe::Timers* timers = nullptr);
+                          observe::Timers* timers = nullptr, const MainGrads* main = nullptr);
 
 }  // namespace mds::trainer

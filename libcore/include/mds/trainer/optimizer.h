@@ -23,10 +23,14 @@
 // offloads only its partition. On a CPU-only machine "device" and host are both the CPU: the host
 // tensors are still separate copies, so that path is what runs and is tested there.
 //
-// --adam-step-fusion (a bf16 model, not offloaded): trainer/fused_adam.h's two passes over the model's bf16
-// gradients — their per-parameter sums of squares for the norm, then the update that writes the masters, the
-// moments and the model's weights (this rank's fragments with ZeRO-1, then the same gather) — instead of fp32
-// main gradients and torch's fused AdamW.
+// bf16 with fp32 main gradients (main_grads.h; mds-train gives every bf16 run them, as the real program
+// accumulates and all-reduces bf16 gradients in fp32): the step reads those in place of fp32 copies of the
+// .grad tensors.
+//
+// --adam-step-fusion (a bf16 model, not offloaded): trainer/fused_adam.h's two passes over the gradients (the
+// fp32 main gradients, or the model's bf16 .grad) — their per-parameter sums of squares for the norm, then the
+// update that writes the masters, the moments and the model's weights (this rank's fragments with ZeRO-1, then
+// the same gather) — instead of torch's fused AdamW and a copy of every master into the model.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -45,6 +49,7 @@ namespace mds::trainer {
 
 class Communicator;
 class FusedAdam;
+class MainGrads;
 
 // BMD's optimizer parameter groups (specs/checkpoints.md §5.1) laid out as DeepSpeed lays them
 // (ckpt/ds_optimizer_layout.h): weight-decay parameters in module order split into two halves, then
@@ -78,8 +83,10 @@ public:
     // With `zero1` (not null, data-parallel group of more than one rank) the states are partitioned
     // (ZeRO stage 1); the communicator must outlive the optimizer. `host_offload`: the states and the
     // step on the host (see the top of this file).
+    // `main_grads` (bf16's fp32 main gradients, main_grads.h; it must outlive the optimizer): the step reads
+    // those instead of the parameters' .grad, and zero_grad() zeros them.
     AdamOptimizer(std::vector<model::Parameter>& params, const optim::OptimizerConfig& config,
-                  Communicator* zero1 = nullptr, bool host_offload = false);
+                  Communicator* zero1 = nullptr, bool host_offload = false, MainGrads* main_grads = nullptr);
     ~AdamOptimizer();
 
     void zero_grad();
@@ -138,8 +145,12 @@ private:
     // The same from this rank's sums over split and over replicated parameters.
     double model_parallel_total(double sharded, double replicated) const;
     std::int64_t count_zeros_of(const std::vector<at::Tensor>& grads) const;
+    // Every parameter's gradient as the step reads it: the main gradients, or the parameters' .grad (zeros
+    // given to a parameter without one).
+    std::vector<at::Tensor> gradients();
 
     std::vector<model::Parameter>& params_;
+    MainGrads* main_ = nullptr;
     std::unique_ptr<Zero1> zero_;
     std::unique_ptr<FusedAdam> fused_;  // --adam-step-fusion
     std::function<double(double)> tp_sum_, pp_sum_;
@@ -149,7 +160,7 @@ private:
     bool separate_master_ = false;
     bool offload_ = false;  // states, gradients' fp32 copies and the step on the host
     std::vector<at::Tensor> master_, exp_avg_, exp_avg_sq_;
-    std::vector<at::Tensor> master_grad_;  // fp32 copies (fp16/bf16 unfused, offload), or the parameters' .grad (fp32)
+    std::vector<at::Tensor> master_grad_;  // fp32 copies (fp16, bf16 without main gradients, offload), or the fp32 gradients
     std::vector<std::size_t> decay_, no_decay_;  // indices of the two parameter groups
     std::vector<at::Tensor> step_decay_, step_no_decay_;  // at::_fused_adamw_'s step counters (none when fused_)
     std::int64_t steps_ = 0;

@@ -1,0 +1,70 @@
+#include "mds/trainer/main_grads.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "grad_hooks.h"
+#include "mds/util/error.h"
+
+namespace mds::trainer {
+
+struct MainGrads::Impl {
+    std::vector<model::Parameter>& params;
+    at::Tensor flat;
+    std::vector<at::Tensor> views;
+    std::function<void(std::size_t)> listener;
+
+    explicit Impl(std::vector<model::Parameter>& p) : params(p) {}
+
+    // Parameter k's micro-batch gradient, just accumulated into its .grad by autograd, into the fp32 view.
+    void take(std::size_t k) {
+        auto& grad = params[k].tensor.mutable_grad();
+        if (grad.defined()) {
+            c10::NoGradGuard no_grad;
+            views[k].add_(grad);
+            grad.reset();
+        }
+        if (listener) listener(k);
+    }
+};
+
+MainGrads::MainGrads(std::vector<model::Parameter>& params) : impl_(std::make_shared<Impl>(params)) {
+    auto& m = *impl_;
+    std::int64_t total = 0;
+    for (const auto& p : params) {
+        if (p.tensor.device() != params.front().tensor.device())
+            throw Error("fp32 main gradients: parameter " + p.full_name() + " is on " + p.tensor.device().str() +
+                        ", the first on " + params.front().tensor.device().str());
+        total += p.tensor.numel();
+    }
+    const auto device = params.empty() ? c10::Device(at::kCPU) : params.front().tensor.device();
+    m.flat = at::zeros({total}, at::TensorOptions().dtype(at::kFloat).device(device));
+    std::int64_t offset = 0;
+    for (const auto& p : params) {
+        m.views.push_back(m.flat.narrow(0, offset, p.tensor.numel()).view(p.tensor.sizes()));
+        offset += p.tensor.numel();
+    }
+    set_gradient_hooks(params, [w = std::weak_ptr<Impl>(impl_)](std::size_t k) {
+        if (auto owner = w.lock()) owner->take(k);
+    });
+}
+
+MainGrads::~MainGrads() { clear_gradient_hooks(impl_->params); }
+
+void MainGrads::zero() {
+    impl_->flat.zero_();
+    for (auto& p : impl_->params) p.tensor.mutable_grad().reset();
+}
+
+const std::vector<at::Tensor>& MainGrads::grads() const { return impl_->views; }
+const at::Tensor& MainGrads::flat() const { return impl_->flat; }
+
+const at::Tensor& MainGrads::of(const at::Tensor& param) const {
+    for (std::size_t k = 0; k < impl_->params.size(); ++k)
+        if (impl_->params[k].tensor.unsafeGetTensorImpl() == param.unsafeGetTensorImpl()) return impl_->views[k];
+    throw Error("fp32 main gradients: a tensor that is not one of the model's parameters");
+}
+
+void MainGrads::set_listener(std::function<void(std::size_t)> listener) { impl_->listener = std::move(listener); }
+
+}  // namespace mds::trainer

@@ -16,8 +16,7 @@ struct GradientReducer::Impl {
     struct Bucket {
         std::vector<std::size_t> params;
         std::size_t ready = 0;
-        at::Tensor flat;
-        bool in_place = false;  // flat is a range of the main gradients' buffer: nothing to write back
+        at::Tensor flat;  // with main gradients, a range of their buffer: reduced in place, nothing to write back
         std::function<void()> wait;
     };
     std::vector<model::Parameter>& params;
@@ -34,9 +33,8 @@ struct GradientReducer::Impl {
 
     Impl(std::vector<model::Parameter>& p, Communicator& c, double s, MainGrads* m) : params(p), comm(c), scale(s), main(m) {}
 
-    // What parameter i's reduction reads and writes back into.
+    // What parameter i's reduction reads and writes back into (without main gradients).
     at::Tensor grad(std::size_t i) {
-        if (main) return main->grads()[i];
         auto& t = params[i].tensor;
         if (!t.grad().defined()) t.mutable_grad() = at::zeros_like(t);
         return t.grad();
@@ -56,26 +54,14 @@ struct GradientReducer::Impl {
     void start(Bucket& b) {
         c10::NoGradGuard no_grad;
         if (main) {
-            // The bucket's parameters are consecutive, so their main gradients are one range of the flat buffer:
-            // reduced where they are, without a flattened copy.
-            std::int64_t lo = main->flat().numel(), hi = 0, total = 0;
-            for (auto i : b.params) {
-                const auto& g = main->grads()[i];
-                lo = std::min(lo, g.storage_offset());
-                hi = std::max(hi, g.storage_offset() + g.numel());
-                total += g.numel();
-            }
-            if (hi - lo == total) {
-                b.flat = main->flat().narrow(0, lo - main->flat().storage_offset(), total);
-                b.in_place = true;
-                b.wait = comm.start_all_reduce_sum(b.flat, Group::Data);
-                return;
-            }
+            // The bucket's parameters are consecutive (in reverse order), so their main gradients are one range of
+            // the flat buffer: reduced where they are, without a flattened copy.
+            b.flat = main->range(b.params.back(), b.params.front());
+        } else {
+            std::vector<at::Tensor> grads;
+            for (auto i : b.params) grads.push_back(grad(i));
+            b.flat = flatten(grads);
         }
-        std::vector<at::Tensor> grads;
-        for (auto i : b.params) grads.push_back(grad(i));
-        b.flat = flatten(grads);
-        b.in_place = false;
         b.wait = comm.start_all_reduce_sum(b.flat, Group::Data);
     }
 
@@ -141,7 +127,7 @@ void GradientReducer::finish() {
     for (auto& b : m.buckets) {
         b.wait();
         if (m.scale != 1.0) b.flat.mul_(m.scale);
-        if (!b.in_place) {
+        if (!m.main) {
             std::vector<at::Tensor> grads;
             for (auto i : b.params) grads.push_back(m.grad(i));
             unflatten(b.flat, grads);

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <string>
+
 #include "grad_hooks.h"
 #include "mds/util/error.h"
 
@@ -58,6 +60,16 @@ void MainGrads::zero() {
 
 const std::vector<at::Tensor>& MainGrads::grads() const { return impl_->views; }
 const at::Tensor& MainGrads::flat() const { return impl_->flat; }
+
+at::Tensor MainGrads::range(std::size_t first, std::size_t last) const {
+    const auto& views = impl_->views;
+    if (first > last || last >= views.size())
+        throw Error("fp32 main gradients: no parameters " + std::to_string(first) + ".." + std::to_string(last) + " of " +
+                    std::to_string(views.size()));
+    const auto begin = views[first].storage_offset() - impl_->flat.storage_offset();
+    const auto end = views[last].storage_offset() - impl_->flat.storage_offset() + views[last].numel();
+    return impl_->flat.narrow(0, begin, end - begin);
+}
 
 const at::Tensor& MainGrads::of(const at::Tensor& param) const {
     for (std::size_t k = 0; k < impl_->params.size(); ++k)

@@ -97,6 +97,13 @@ TEST_CASE("main gradients: the fp32 sum of every micro batch's bf16 gradients, n
     DOCTEST_CHECK(main.flat().numel() == model.parameter_count());
     DOCTEST_CHECK(main.of(model.parameters()[3].tensor).data_ptr() == main.grads()[3].data_ptr());
     DOCTEST_CHECK_THROWS(main.of(at::zeros({2})));
+    // A range of parameters is their views end to end, sharing the buffer.
+    const auto r = main.range(2, 4);
+    DOCTEST_CHECK(r.data_ptr() == main.grads()[2].data_ptr());
+    DOCTEST_CHECK(r.numel() == main.grads()[2].numel() + main.grads()[3].numel() + main.grads()[4].numel());
+    DOCTEST_CHECK(main.range(0, model.parameters().size() - 1).numel() == main.flat().numel());
+    DOCTEST_CHECK_THROWS(main.range(4, 2));
+    DOCTEST_CHECK_THROWS(main.range(0, model.parameters().size()));
 }
 
 TEST_CASE("main gradients: the reducer and finalize_model_grads reduce them, not the .grad tensors") {

@@ -37,6 +37,9 @@ public:
     // One fp32 view per parameter, in parameter order, shaped as the parameter; and the buffer they share.
     const std::vector<at::Tensor>& grads() const;
     const at::Tensor& flat() const;
+    // The range of the flat buffer that holds parameters first..last (inclusive, first <= last): their views,
+    // end to end.
+    at::Tensor range(std::size_t first, std::size_t last) const;
     // The view of `param` (one of the parameters, by identity); throws mds::Error for another tensor.
     const at::Tensor& of(const at::Tensor& param) const;
     // Called with the parameter's index after each micro batch's gradient of it was added (empty: none).

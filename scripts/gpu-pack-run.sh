@@ -38,8 +38,8 @@
 # eager and torch.compile in one run; the tables' mds-train row names them.
 # MDS_GPU_PLAN=variants: instead of the steps above after test_train_gpu, mds-train's variants beside PyTorch
 # eager at both sizes (--cross-entropy-loss-fusion, --adam-step-fusion, --layernorm-backward-fusion,
-# --bias-grad-fusion, no timers, its profile, --attention-backend flash, ALiBi; see the plan below): up to 10
-# minutes.
+# --bias-grad-fusion, no timers, its profile, --attention-backend flash, ALiBi; see the plan below), the four
+# fusions beside llm.c too (its build overlaps the tests as above): up to 10 minutes.
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
@@ -190,7 +190,7 @@ fi
 
 # --- llm.c, built in the background while the tests run ----------------------------------------------------------
 llmc_pid=
-if [[ $dry != 1 && $plan != variants ]]; then
+if [[ $dry != 1 ]]; then
   (timeout -k 10 240 "$py" "$pack/bench/gpu/bench.py" --build-llmc-only --device cuda --llmc-build "$work/llmc-build" \
      --work "$work/llmc" --out "$logs/llmc-build" >"$logs/llmc-build.log" 2>&1; echo $? >"$work/llmc-build.rc") &
   llmc_pid=$!
@@ -222,13 +222,13 @@ bench() {  # bench NAME LIMIT ARGS...
   run_step "$name" "$limit" "$py" "$pack/bench/gpu/bench.py" --work "$work/$name" --out "$logs/$name" \
     --llmc-build "$work/llmc-build" --budget $(( limit > 15 ? limit - 15 : 1 )) "$@"
 }
-# MDS_GPU_PLAN=variants: after the gpu tests, mds-train's variants beside PyTorch eager (no llm.c, no
-# torch.compile), in the order of what they decide, since the budget may end the list: the default (LibTorch 2.11
-# picks cuDNN's attention on an H200), the fused cross entropy, all four fusions (cross entropy, Adam step,
-# LayerNorm backward, bias gradients), the profile with them at 124M (kernels by time, host synchronisations; its
-# trace comes back as trace-124M.json.gz), 1.5B without and with them, no timers (--timing-log-level 0),
-# FlashAttention instead, ALiBi, the 1.5B profile; the tables and mds-train's attention and profiler lines in
-# summary.md.
+# MDS_GPU_PLAN=variants: after the gpu tests, mds-train's variants beside PyTorch eager (no torch.compile), in the
+# order of what they decide, since the budget may end the list: the default (LibTorch 2.11 picks cuDNN's attention
+# on an H200), the fused cross entropy, all four fusions (cross entropy, Adam step, LayerNorm backward, bias
+# gradients) beside llm.c (built during the tests: the issue's goal, mds >= llm.c, in the same call), the profile
+# with them at 124M (kernels by time, host synchronisations; its trace comes back as trace-124M.json.gz), 1.5B
+# without and with them (beside llm.c), no timers (--timing-log-level 0), FlashAttention instead, ALiBi, the 1.5B
+# profile; the tables and mds-train's attention and profiler lines in summary.md.
 if [[ $plan == variants && $dry != 1 ]]; then
   prof="--profile --use-pytorch-profiler --tensorboard-dir $work/prof"
   prof124="--profile --use-pytorch-profiler --tensorboard-dir $work/prof-124M"
@@ -239,12 +239,12 @@ if [[ $plan == variants && $dry != 1 ]]; then
   # kernels/layer_norm.cu's backward (ATen's weight gradients of LayerNorm: 7.7 of 177 ms at 124M) and
   # kernels/bias_grad.cu's bias gradients (ATen's column reductions: 7.0 of 177 ms at 124M).
   fusions="--cross-entropy-loss-fusion --adam-step-fusion --layernorm-backward-fusion --bias-grad-fusion"
-  bench v124M-fusions 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args "$fusions"
+  bench v124M-fusions 100 --size 124M --device cuda --impls mds,llmc --llmc-prebuilt --timeout 45 --mds-args "$fusions"
   # Where the time goes with them: the kernels by time, and the trace (trace-124M.json.gz), for the next kernels.
   bench v124M-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
     --mds-args "$fusions $prof124 --profile-step-start 6 --profile-step-end 8"
   bench v1.5B 150 --size 1.5B --device cuda --impls mds,eager --timeout 70
-  bench v1.5B-fusions 70 --size 1.5B --device cuda --impls mds --timeout 60 --mds-args "$fusions"
+  bench v1.5B-fusions 120 --size 1.5B --device cuda --impls mds,llmc --llmc-prebuilt --timeout 60 --mds-args "$fusions"
   # No timers in the step (--timing-log-level 0, Megatron-LM's default): none of their 32 device waits per iteration.
   bench v124M-timing0 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args "$fusions --timing-log-level 0"
   bench v124M-flash-attention 70 --size 124M --device cuda --impls mds --timeout 45 --mds-args "--attention-backend flash"

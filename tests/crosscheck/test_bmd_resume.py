@@ -31,6 +31,7 @@ programs), and the same checkpoint contents; and on mds-train's side only, its f
 Exits 77 without ../shared/third_party, the Python packages, or the mds binaries.
 The bf16, fp16 and dropout cases run from test_bmd_resume_precisions.py (the fp32 ones and gnorm from here).
 Runs: `MDS_BIN=build/bin .venv/bin/python tests/crosscheck/test_bmd_resume.py [pp1 pp2 tp2 gnorm bf16-pp1 ...]`."""
+import json
 import math
 import os
 import shutil
@@ -238,6 +239,12 @@ MDS_ONLY = {  # precision: flags given to mds-train alone
 }
 
 
+# The real program's first launches by what it was given (its flags beyond flags(), its DeepSpeed config
+# additions, the parallel layout): (run, checkpoint folder, case name). One launch serves every case that asks it
+# the same.
+REAL_FIRST = {}
+
+
 def cross_resume(tree, tmp, data, vocab, merges, name, ds):
     precision, _, config = name.rpartition("-")
     precision = precision or "fp32"
@@ -256,15 +263,24 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
     # The real program first (no checkpoint folder yet): 20 iterations, saving at 10; mds-train resumes that save
     # and must give the real program's iterations 11..20. The real program's own resume gives the same numbers as
     # its uninterrupted run (checked for fp32, bf16 and fp16: every printed digit), so one launch serves as both.
-    ck = os.path.join(d, "real")
-    r1 = tree.run(pflags(data, vocab, merges, ck, tp, pp), nproc=n, ds_config=ds, name=name + "-real", timeout=400)
-    if not check(r1.ok, f"{name}: real first launch failed (rc {r1.returncode})\n{r1.tail()}"):
-        return
-    started_from_scratch(name + " real first launch", r1)
-    rewound(ck, ck + "-mds", 10)
-    m = run_mds(mflags(data, vocab, merges, ck + "-mds", tp, pp), os.path.join(d, "run-mds-from-real"),
+    # Cases that differ only in mds-train's own flags (MDS_ONLY) share the real program's launch: it is the same run.
+    key = (tuple(map(str, extra)), json.dumps(ds_extra, sort_keys=True), config)
+    if key in REAL_FIRST:
+        r1, real_ck, first = REAL_FIRST[key]
+        shared = f", the launch of {first}"
+    else:
+        real_ck, shared = os.path.join(d, "real"), ""
+        r1 = tree.run(pflags(data, vocab, merges, real_ck, tp, pp), nproc=n, ds_config=ds, name=name + "-real",
+                      timeout=400)
+        if not check(r1.ok, f"{name}: real first launch failed (rc {r1.returncode})\n{r1.tail()}"):
+            return
+        started_from_scratch(name + " real first launch", r1)
+        REAL_FIRST[key] = (r1, real_ck, name)
+    ck = os.path.join(d, "real-mds")
+    rewound(real_ck, ck, 10)
+    m = run_mds(mflags(data, vocab, merges, ck, tp, pp), os.path.join(d, "run-mds-from-real"),
                 name + "-mds-from-real", ds, n)
-    print(f"{name}: real 20 ({r1.seconds:.1f} s), mds resumes at 10 ({m.seconds:.1f} s)")
+    print(f"{name}: real 20 ({r1.seconds:.1f} s{shared}), mds resumes at 10 ({m.seconds:.1f} s)")
     if check(m.ok, f"{name}: mds-train resuming the real checkpoint failed (rc {m.returncode})\n{m.tail()}"):
         compare(f"{name} mds resumes real", m, r1, its, tol=tol)
 
@@ -277,7 +293,7 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
     rewound(ck, ck + "-real", 10)
     r = tree.run(pflags(data, vocab, merges, ck + "-real", tp, pp), nproc=n, ds_config=ds, name=name + "-real-from-mds",
                  timeout=400)
-    compare_checkpoints(name, os.path.join(d, "real"), ck, tp, pp, n)
+    compare_checkpoints(name, real_ck, ck, tp, pp, n)
     print(f"{name}: mds 20 ({m1.seconds:.1f} s), real resumes at 10 ({r.seconds:.1f} s)")
     if check(r.ok, f"{name}: the real program resuming the mds-train checkpoint failed (rc {r.returncode})\n"
                    f"{r.tail()}"):
@@ -320,9 +336,11 @@ def grad_norm(tree, tmp, ds):
 # Any "<precision>-<pp1|pp2|tp2|pp2dp2>" runs by name (a PRECISIONS key; fp32 without "fp32-"). Each real launch takes 20-30 s on 2 cores, so the
 # half-precision and dropout cases run as their own ctest entry (test_bmd_resume_precisions.py): one
 # entry of all would be near ctest's 900 s limit.
-DEFAULT = list(CONFIGS) + ["gnorm"]  # CONFIGS has pp2dp2 too
+# bgf-tp2 (fp32, mds-train's --bias-grad-fusion) after tp2, and bf16fused-pp1 / bf16all-pp2 after bf16-pp1 / -pp2:
+# each shares the real program's first launch of the case before it (REAL_FIRST).
+DEFAULT = list(CONFIGS) + ["bgf-tp2", "gnorm"]  # CONFIGS has pp2dp2 too
 PRECISION_CASES = ["bf16-pp1", "bf16-pp2", "bf16-tp2", "fp16-pp1", "fp16-pp2", "fp16-tp2", "dropout-pp1", "dropout-tp2",
-                   "bf16fused-pp1", "bf16all-pp2", "bgf-tp2"]
+                   "bf16fused-pp1", "bf16all-pp2"]
 
 
 def main(default=None):

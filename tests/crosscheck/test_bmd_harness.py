@@ -7,7 +7,8 @@ because at stage 0 in fp32 DeepSpeed clips without keeping the norm, so Megatron
   - PP=1 (DP=2), PP=2 and TP=2,
 for 10 of 20 iterations (--exit-interval 10 saves and exits), then resumes with the same flags to 20.
 Asserts for each:
-  - both launches exit 0; the first logs iterations 1..10, the resume 11..20 (consumed samples 44 at 11) after
+  - both launches exit 0; the first logs iterations 1..10 (and no Megatron timer line between them: with
+    --deepspeed the step runs in DeepSpeed's engine), the resume 11..20 (consumed samples 44 at 11) after
     "successfully loaded checkpoint"; every loss and grad norm is finite; the loss decreases over the first
     ten iterations; the resume continues (loss at 11 near loss at 10, well below the loss at 1) and its
     learning rate at 11 is the cosine schedule's value after 44 samples (5.5e-4); and the 20 losses and grad
@@ -118,6 +119,13 @@ def check_checkpoint_contents(name, root):
           f"{name}: optimizer state keys {[sorted(s) for s in state.values()]}")
 
 
+def in_training(text):
+    """The lines of a rank's log from its first iteration line to its last."""
+    lines = text.splitlines()
+    marks = [i for i, line in enumerate(lines) if line.lstrip().startswith("iteration ")]
+    return lines[marks[0]:marks[-1] + 1] if marks else []
+
+
 def main():
     names = sys.argv[1:] or list(CONFIGS)
     tmp = tempfile.mkdtemp(prefix="bmd-harness-")
@@ -145,6 +153,10 @@ def main():
             print(f"  {it['iteration']:3d} lm loss {it.get('lm loss'):.6f} grad norm {it.get('grad norm')} "
                   f"lr {it.get('learning rate'):.4e}")
         check(its == list(range(1, 11)), f"{name}: first launch logged iterations {its}")
+        # With --deepspeed, train_step hands the step to DeepSpeed's pipeline engine and runs none of Megatron's
+        # step timers: no "time (ms)" line between the iteration lines (docs/mds-train.md, Timers).
+        between = [line for text in first.logs for line in in_training(text) if line.startswith("time (ms)")]
+        check(not between, f"{name}: the real program printed timer lines between its iterations: {between[:3]}")
         check(finite(loss), f"{name}: losses not finite: {loss}")
         check(finite(gnorm), f"{name}: grad norms not finite or missing: {gnorm}")
         if finite(loss) and len(loss) == 10:

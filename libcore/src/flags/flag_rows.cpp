@@ -478,7 +478,8 @@ void logging_rows(std::vector<FlagRow>& t) {
                          "phases (optimizer, gradient all-reduces), 2 also the fine ones (forward/backward compute, "
                          "batch generator, pipeline send/recv)",
                  .slot = MDS_SLOT(logging.timing_log_level), .choices = {"0", "1", "2"},
-                 .doc = "(mds only; Megatron-LM's flag, default 2 here: BMD's line; docs/mds-train.md#timers)"});
+                 .doc = "(mds only; Megatron-LM's flag, default 2 here: BMD's line without --deepspeed, and the "
+                        "straggler report's timers; docs/mds-train.md#timers)"});
     t.push_back({.names = "--timing-log-option", .group = g,
                  .help = "How the timers' line reduces each timer over the ranks: max, minmax (min and max) or all "
                          "(one line per rank) [default: max]",

@@ -15,6 +15,9 @@ on in the `dropout-*` cases, where the curves agree only if the RNG states trave
     ZeRO-1), so the uninterrupted run stands for it;
   - mds-train trains 20 iterations saving at 10; the real program resumes that save and must give mds's
     iterations 11..20 (relative 1e-5);
+  - mds-train's iteration line has the real program's fields in the same order (then its own), and its TensorBoard
+    folder every scalar the real program writes and its args as text with the same values (paths and progress
+    aside);
   - the first launch of each side finds no checkpoint folder at --load (a missing folder: the first job of a
     chain) and starts from scratch, with Megatron's warning;
   - the two first launches' checkpoints hold the same things: every mp_rank file key the real one has, every
@@ -86,6 +89,7 @@ def run_mds(flag_list, run_dir, name, ds, nproc=2):
     tb_dir = os.path.join(run_dir, "tb")
     run = bmd_harness.run_mds_train(MDS, flag_list + ["--tensorboard-dir", tb_dir], nproc, run_dir, name=name,
                                     ds_config=ds, timeout=400)
+    run.tb_dir = tb_dir
     if run.ok:
         from tensorboard.backend.event_processing import event_accumulator
         ea = event_accumulator.EventAccumulator(tb_dir)
@@ -199,6 +203,63 @@ def compare_checkpoints(name, real_root, mds_root, tp, pp, nproc=2):
                 check(mo.get(k) == ro.get(k), f"{name} {o}: {k} {mo.get(k)!r}, the real one {ro.get(k)!r}")
 
 
+def line_fields(run):
+    """The field names of the run's first iteration line, in order: ["iteration", "consumed samples", ...]."""
+    for text in run.logs:
+        for line in text.splitlines():
+            if line.lstrip().startswith("iteration ") and "| consumed samples:" in line:
+                return [part.split(":")[0].strip() if ":" in part else part.split()[0]
+                        for part in line.split("|") if part.strip()]
+    return []
+
+
+def same_line_fields(name, mds, real):
+    """mds-train's iteration line has the real program's fields in its order (scripts that split main_log.txt on
+    '|' read the same columns), then its own (tokens per second, ...)."""
+    got, want = line_fields(mds), line_fields(real)
+    if check(want and got[:len(want)] == want, f"{name}: iteration line fields {got}, the real program's {want}"):
+        print(f"  {name}: the iteration line has the real program's {len(want)} fields in order, then {got[len(want):]}")
+
+
+def tensorboard_tags(tb_dir):
+    """{tag: value} of a TensorBoard folder: each scalar's first value (torch's SummaryWriter of the real program
+    writes them as scalar tensors, mds as simple values), and each text's string."""
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.util import tensor_util
+    ea = event_accumulator.EventAccumulator(tb_dir, size_guidance={event_accumulator.SCALARS: 0,
+                                                                   event_accumulator.TENSORS: 0})
+    ea.Reload()
+    tags = {t: ea.Scalars(t)[0].value for t in ea.Tags().get("scalars", [])}
+    for t in ea.Tags().get("tensors", []):
+        value = tensor_util.make_ndarray(ea.Tensors(t)[0].tensor_proto)
+        tags[t] = value.flatten()[0].decode() if t.endswith("/text_summary") else float(value)
+    return tags
+
+
+# The args' text values that differ by design: paths, the run's own folders, and the progress of a run that
+# resumed at 10 (mds here) against one that started at 0 (the real program).
+PROGRESS = {"iteration", "consumed_train_samples", "consumed_valid_samples", "consumed_train_tokens",
+            "gigaflos_no_embeds"}
+TEXT_DIFFERENCES = {f"{k}/text_summary" for k in RUN_SPECIFIC | KNOWN_VALUE_DIFFERENCES | PROGRESS}
+
+
+def same_tensorboard_tags(name, mds, real):
+    """Every scalar and text the real program writes to TensorBoard, mds-train writes too (dashboards keep their
+    panels), the args' texts with the same values."""
+    want, got = tensorboard_tags(real.tb_dir), tensorboard_tags(mds.tb_dir)
+    missing = sorted(set(want) - set(got))
+    if not check(want and not missing, f"{name}: TensorBoard tags of the real program that mds-train does not write: "
+                                       f"{missing}"):
+        return
+    texts = [t for t in want if t.endswith("/text_summary") and t not in TEXT_DIFFERENCES]
+    differ = [(t, got[t], want[t]) for t in texts if got[t] != want[t]]
+    check(not differ, f"{name}: args in TensorBoard's text (mds, real): {differ}")
+    n_texts = sum(t.endswith("/text_summary") for t in want)
+    print(f"  {name}: mds-train writes the real program's {len(want) - n_texts} TensorBoard scalars and {n_texts} "
+          f"args texts ({len(texts) - len(differ)} of the {len(texts)} compared the same), and "
+          f"{sorted(t for t in set(got) - set(want))}")
+
+
 def started_from_scratch(what, run):
     text = "\n".join(run.logs)
     check("will not load any checkpoints and will start from random" in text,
@@ -270,8 +331,9 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
         shared = f", the launch of {first}"
     else:
         real_ck, shared = os.path.join(d, "real"), ""
-        r1 = tree.run(pflags(data, vocab, merges, real_ck, tp, pp), nproc=n, ds_config=ds, name=name + "-real",
-                      timeout=400)
+        r1 = tree.run(pflags(data, vocab, merges, real_ck, tp, pp) + ["--tensorboard-dir", os.path.join(d, "real-tb")],
+                      nproc=n, ds_config=ds, name=name + "-real", timeout=400)
+        r1.tb_dir = os.path.join(d, "real-tb")
         if not check(r1.ok, f"{name}: real first launch failed (rc {r1.returncode})\n{r1.tail()}"):
             return
         started_from_scratch(name + " real first launch", r1)
@@ -283,6 +345,8 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
     print(f"{name}: real 20 ({r1.seconds:.1f} s{shared}), mds resumes at 10 ({m.seconds:.1f} s)")
     if check(m.ok, f"{name}: mds-train resuming the real checkpoint failed (rc {m.returncode})\n{m.tail()}"):
         compare(f"{name} mds resumes real", m, r1, its, tol=tol)
+        same_line_fields(name, m, r1)
+        same_tensorboard_tags(name, m, r1)
 
     # mds-train first (no checkpoint folder either), the same way round: the real program resumes its save at 10.
     ck = os.path.join(d, "mds")

@@ -30,6 +30,7 @@
 #include "mds/observe/carbon_tracker.h"
 #include "mds/observe/host_info.h"
 #include "mds/observe/power_estimates.h"
+#include "mds/util/text.h"  // python_float_repr
 
 using namespace mds::observe;
 
@@ -42,7 +43,7 @@ public:
     std::chrono::system_clock::time_point wall_time() override { return std::chrono::system_clock::now(); }
 };
 
-std::string repr(double v) { return python_float_repr(v); }
+std::string repr(double v) { return mds::python_float_repr(v); }
 
 // "\n", "\t" and "\\" back to a newline, a tab and a backslash.
 std::string unescape(const std::string& s) {

@@ -1,12 +1,12 @@
 // PyValue and PyDict (ckpt/pickle.h): constructors, checked accessors, Python-like repr, dicts in
 // insertion order with Python's key equality, and structural equality.
 #include <bit>
-#include <charconv>
 #include <cmath>
 #include <functional>
 #include <unordered_set>
 
 #include "mds/util/error.h"
+#include "mds/util/text.h"  // python_float_repr
 #include "pickle_internal.h"
 
 namespace mds::ckpt {
@@ -36,16 +36,6 @@ void append_escaped(std::string& out, std::string_view s, char quote) {
             out += c;
         }
     }
-}
-
-std::string float_repr(double d) {
-    if (std::isnan(d)) return "nan";
-    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-    char buf[64];
-    auto res = std::to_chars(buf, buf + sizeof buf, d);
-    std::string s(buf, res.ptr);
-    if (s.find_first_of(".e") == std::string::npos) s += ".0";
-    return s;
 }
 
 // The key under which PyDict indexes a value-compared key; false for keys compared by identity.
@@ -362,7 +352,7 @@ struct Repr {
                 else
                     out += v.int_decimal();
                 break;
-            case PyType::Float: out += float_repr(v.as_float()); break;
+            case PyType::Float: out += python_float_repr(v.as_float()); break;
             case PyType::Str:
                 out += '\'';
                 append_escaped(out, v.as_str().substr(0, max), '\'');

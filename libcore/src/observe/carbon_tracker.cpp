@@ -13,7 +13,7 @@
 #include "mds/observe/carbon_intensity.h"
 #include "mds/observe/power_estimates.h"
 #include "mds/util/error.h"
-#include "mds/util/text.h"  // to_upper
+#include "mds/util/text.h"  // to_upper, python_float_repr
 
 namespace mds::observe {
 

@@ -6,7 +6,8 @@
 #include <cmath>
 #include <optional>
 
-#include "mds/observe/emissions_csv.h"  // python_float_repr, split_csv_record
+#include "mds/observe/emissions_csv.h"  // split_csv_record
+#include "mds/util/text.h"              // python_float_repr
 #include "mds/util/error.h"
 #include "mds/util/int_range.h"  // parse_whole_number
 #include "mds/util/text.h"  // trim

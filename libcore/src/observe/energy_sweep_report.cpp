@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "mds/observe/emissions_csv.h"  // python_float_repr
+#include "mds/util/text.h"  // python_float_repr
 
 namespace mds::observe {
 

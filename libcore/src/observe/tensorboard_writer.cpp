@@ -1,7 +1,9 @@
 // TensorBoard event files: hand-encoded tensorflow.Event protobufs in TFRecord framing.
 // Wire format reference: tensorflow/core/util/event.proto, tensorflow/core/framework/summary.proto
 // (Event: wall_time=1 double, step=2 int64, file_version=3 string, summary=5, source_metadata=10;
-// Summary: value=1 repeated; Summary.Value: tag=1 string, simple_value=2 float).
+// Summary: value=1 repeated; Summary.Value: tag=1 string, simple_value=2 float, tensor=8, metadata=9;
+// TensorProto: dtype=1, tensor_shape=2, string_val=8; TensorShapeProto: dim=2, Dim.size=1;
+// SummaryMetadata: plugin_data=1, PluginData.plugin_name=1).
 #include "mds/observe/tensorboard_writer.h"
 
 #include <fcntl.h>   // open
@@ -109,6 +111,34 @@ std::string encode_scalar_event(std::string_view tag, float value, std::int64_t 
     // simple_value is a member of the `value` oneof: written even when 0.
     put_key(v, 2, kFixed32);
     put_le(v, std::bit_cast<std::uint32_t>(value), 4);
+    std::string summary;
+    put_bytes_field(summary, 1, v);
+    std::string ev = event_head(wall_time, step);
+    put_bytes_field(ev, 5, summary);
+    return ev;
+}
+
+std::string encode_text_event(std::string_view tag, std::string_view text, std::int64_t step, double wall_time) {
+    std::string shape;  // TensorShapeProto{dim: [Dim{size: 1}]}
+    std::string dim;
+    put_key(dim, 1, kVarint);
+    put_varint(dim, 1);
+    put_bytes_field(shape, 2, dim);
+    std::string tensor;  // TensorProto{dtype: DT_STRING (7), tensor_shape, string_val: [text]}
+    put_key(tensor, 1, kVarint);
+    put_varint(tensor, 7);
+    put_bytes_field(tensor, 2, shape);
+    put_bytes_field(tensor, 8, text);
+    std::string plugin;  // SummaryMetadata{plugin_data: PluginData{plugin_name: "text"}} (TextPluginData v0: no content)
+    put_bytes_field(plugin, 1, "text");
+    std::string metadata;
+    put_bytes_field(metadata, 1, plugin);
+    std::string v;  // Summary.Value{tag, tensor = 8, metadata = 9}
+    std::string full_tag(tag);
+    full_tag += "/text_summary";
+    put_bytes_field(v, 1, full_tag);
+    put_bytes_field(v, 8, tensor);
+    put_bytes_field(v, 9, metadata);
     std::string summary;
     put_bytes_field(summary, 1, v);
     std::string ev = event_head(wall_time, step);

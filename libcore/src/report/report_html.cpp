@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "mds/observe/emissions_csv.h"  // python_float_repr
+#include "mds/util/text.h"  // python_float_repr
 #include "mds/report/report.h"
 #include "mds/util/error.h"
 #include "mds/util/files.h"  // write_file_atomic
@@ -80,7 +80,7 @@ std::string format_value(double v) {
         std::snprintf(buf, sizeof buf, "%.0f", v);
         return buf;
     }
-    return observe::python_float_repr(v);
+    return python_float_repr(v);
 }
 
 std::string render_report_html(const Report& r, std::size_t max_table_rows) {

@@ -75,6 +75,9 @@ constexpr const char* kNamespaceOrder[] = {
 
 using Derived = std::unordered_map<std::string, PyValue>;
 
+// megatron.enums.PositionEmbeddingType's members by value.
+constexpr const char* kPositionEmbeddingTypes[] = {nullptr, "rotary", "absolute", "alibi"};
+
 PyValue position_embedding_enum(const std::string& type) {
     const std::int64_t v = type == "rotary" ? 1 : type == "alibi" ? 3 : 2;
     return PyValue::object("megatron.enums", "PositionEmbeddingType", PyValue::tuple({integer(v)}));
@@ -222,6 +225,22 @@ void run_values(Derived& d, const flags::TrainArgs& a, const model::GptModel& mo
 
 }  // namespace
 
+std::string python_str(const PyValue& v, std::size_t max_chars) {
+    if (v.type() == ckpt::PyType::Str) return v.as_str();
+    if (v.type() == ckpt::PyType::Object) {
+        const auto& o = v.as_object();
+        const auto* args = o.args.type() == ckpt::PyType::Tuple ? &o.args.as_tuple() : nullptr;
+        if (v.is_object("megatron.enums", "PositionEmbeddingType") && args && args->size() == 1 &&
+            (*args)[0].type() == ckpt::PyType::Int && (*args)[0].int_fits_int64()) {
+            const auto k = (*args)[0].as_int();
+            if (k >= 1 && k <= 3) return "PositionEmbeddingType." + std::string(kPositionEmbeddingTypes[k]);
+        }
+        if (v.is_object("collections", "deque") && args && args->size() == 1)
+            return ("deque(" + (*args)[0].repr(max_chars) + ")").substr(0, max_chars);
+    }
+    return v.repr(max_chars);
+}
+
 // Megatron-DeepSpeed's args as an argparse.Namespace: every attribute BMD's parse_args and
 // pretrain() leave on it, in its order, with its Python types: the flags mds-train takes from
 // their values, the Megatron flags mds does not take at their defaults (giving one fails the
@@ -247,19 +266,19 @@ PyValue megatron_args(const flags::TrainArgs& a, const model::GptModel& model, c
 PyValue ds_config(const flags::TrainArgs& a) {
     if (!a.parallel.deepspeed_config.empty()) {
         try {
-            return from_json(nlohmann::json::parse(read_file(a.parallel.deepspeed_config)));
+            return from_json(nlohmann::ordered_json::parse(read_file(a.parallel.deepspeed_config)));
         } catch (const nlohmann::json::exception&) {
             // Validated when the run started; a file changed since is recorded as its path.
             return str(a.parallel.deepspeed_config);
         }
     }
     const auto& o = a.optimizer;
-    nlohmann::json j = {{"train_micro_batch_size_per_gpu", o.micro_batch_size},
-                        {"train_batch_size", o.global_batch_size.value_or(o.micro_batch_size)},
-                        {"gradient_clipping", o.clip_grad},
-                        {"zero_optimization", {{"stage", a.parallel.zero_stage}}},
-                        {"fp16", {{"enabled", o.fp16}}},
-                        {"bf16", {{"enabled", o.bf16}}}};
+    nlohmann::ordered_json j = {{"train_micro_batch_size_per_gpu", o.micro_batch_size},
+                                {"train_batch_size", o.global_batch_size.value_or(o.micro_batch_size)},
+                                {"gradient_clipping", o.clip_grad},
+                                {"zero_optimization", {{"stage", a.parallel.zero_stage}}},
+                                {"fp16", {{"enabled", o.fp16}}},
+                                {"bf16", {{"enabled", o.bf16}}}};
     return from_json(j);
 }
 

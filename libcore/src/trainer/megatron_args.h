@@ -11,6 +11,10 @@ namespace mds::trainer {
 
 // Megatron-DeepSpeed's args as an argparse.Namespace, as BMD's parse_args and pretrain() leave it.
 ckpt::PyValue megatron_args(const flags::TrainArgs& a, const model::GptModel& model, const TrainingProgress& p);
+// Python's str() of one of those values: a str as it is, a megatron.enums member as
+// `PositionEmbeddingType.absolute`, a deque as `deque([...])`, anything else its repr (cut at `max_chars`). What BMD's
+// write_args_to_tensorboard writes for each attribute, and mlflow.log_params(vars(args)) would log.
+std::string python_str(const ckpt::PyValue& v, std::size_t max_chars = 1 << 20);
 // The DeepSpeed config the run used: the --deepspeed_config file's JSON, else the one mds derives.
 ckpt::PyValue ds_config(const flags::TrainArgs& a);
 

@@ -30,11 +30,6 @@ bool progress_key(const std::string& key) {
     return false;
 }
 
-// Python's str() of a value, as mlflow.log_params(vars(args)) would log it.
-std::string python_str(const ckpt::PyValue& v) {
-    return v.type() == ckpt::PyType::Str ? v.as_str() : v.repr(observe::kMlflowMaxParamValueLength);
-}
-
 // The experiment when neither the flag nor MLFLOW_EXPERIMENT_NAME / _ID names one: the --save
 // folder's name (a training's checkpoints and its runs go together), else "mds".
 std::string default_experiment(const std::string& save) {
@@ -91,7 +86,7 @@ void Trainer::start_mlflow() {
     const auto ns = megatron_args(args_, *model_, p);
     for (const auto& [k, v] : ns.namespace_attributes().items()) {
         if (k.type() != ckpt::PyType::Str || progress_key(k.as_str())) continue;
-        ml.log_param(observe::mlflow_key(k.as_str()), python_str(v));
+        ml.log_param(observe::mlflow_key(k.as_str()), python_str(v, observe::kMlflowMaxParamValueLength));
     }
     for (const auto& row : flags::flag_table()) {
         // mds-only rows (no Namespace key); a --no-X row shares its slot with --X and is left out.
@@ -102,7 +97,7 @@ void Trainer::start_mlflow() {
         for (auto& c : name)
             if (c == '-') c = '_';
         try {
-            ml.log_param(observe::mlflow_key(name), python_str(flags::namespace_value(row, args_)));
+            ml.log_param(observe::mlflow_key(name), python_str(flags::namespace_value(row, args_), observe::kMlflowMaxParamValueLength));
         } catch (const Error&) {
             // A row whose value only the Namespace writer derives: it is in the Namespace above.
         }

@@ -35,7 +35,8 @@ inline PyValue torch_size(const std::vector<std::int64_t>& shape) {
     return PyValue::object("torch", "Size", PyValue::tuple({PyValue::tuple(std::move(dims))}));
 }
 
-inline PyValue from_json(const nlohmann::json& j) {
+// JSON as json.load gives it to Python: objects keep their keys' order (ordered_json), as a dict does.
+inline PyValue from_json(const nlohmann::ordered_json& j) {
     switch (j.type()) {
     case nlohmann::json::value_t::null: return PyValue::none();
     case nlohmann::json::value_t::boolean: return PyValue::boolean(j.get<bool>());

@@ -188,6 +188,12 @@ private:
     void setup_sft_data(const data::NumSamplesOptions& num_samples);  // --sft's part of setup_data
     // --skip-train-iteration-range at the top of an iteration, as BMD's train loop (trainer.cpp).
     void skip_data_if_due();
+    // BMD's train() start: write_args_to_tensorboard (every args attribute as text) and log_restart_to_tensorboard
+    // (iteration-time/world_size: the world size at the loaded iteration, 0 at the next, a restart's blip).
+    void start_tensorboard();
+    // The "num zeros" of the log line and TensorBoard: the count with --log-num-zeros-in-grad, BMD's 0 with
+    // --deepspeed, else none.
+    std::optional<double> logged_num_zeros(const StepOutcome& step) const;
     void write_step_tensorboard(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
                                 const std::optional<double>& params_norm);
     void write_log_line(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,

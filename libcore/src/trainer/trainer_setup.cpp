@@ -20,7 +20,7 @@
 #include "mds/flags/dry_run.h"  // padded_vocab_size
 #include "mds/trainer/stop_signals.h"  // install_stop_signal_handlers
 #include "mds/flags/train_tokenizer.h"  // load_tokenizer
-#include "mds/observe/emissions_csv.h"  // python_float_repr
+#include "mds/util/text.h"  // python_float_repr
 #include "mds/observe/gpu_energy.h"  // open_nvml_energy_reader (the GPU's name, for its peak)
 #include "mds/observe/log_line.h"  // py_format_float, format_memory_report
 #include "mds/util/cli.h"  // mds_version
@@ -134,6 +134,7 @@ Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock:
     setup_observers();
     start_ledger();
     start_mlflow();
+    start_tensorboard();
 }
 
 Trainer::~Trainer() = default;
@@ -565,7 +566,7 @@ void Trainer::setup_profiler() {
 void Trainer::setup_peak_tflops() {
     if (options_.peak_tflops > 0) {
         peak_tflops_ = options_.peak_tflops;
-        info("> MFU against --peak-tflops " + observe::python_float_repr(options_.peak_tflops) + " TFLOP/s per device");
+        info("> MFU against --peak-tflops " + python_float_repr(options_.peak_tflops) + " TFLOP/s per device");
         return;
     }
     if (!device_.is_cuda()) return;

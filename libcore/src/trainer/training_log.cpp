@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "mds/observe/log_line.h"  // TrainingLogLine, format_training_log_line
+#include "megatron_args.h"  // megatron_args, python_str (the args as TensorBoard text)
 #include "trainer_loop.h"
 
 namespace mds::trainer {
@@ -42,6 +43,35 @@ void Trainer::log_step(const StepOutcome& step) {
     }
 }
 
+void Trainer::start_tensorboard() {
+    if (!tb_) return;
+    if (auto* tb = tb_->tensorboard()) {
+        TrainingProgress p = resumed_;
+        p.train_iters = train_iters_;
+        const auto ns = megatron_args(args_, *model_, p);
+        for (const auto& [k, v] : ns.namespace_attributes().items()) {
+            if (k.type() != ckpt::PyType::Str) continue;
+            // The writing process's own ranks (the last rank's), where the checkpoint's args have the saving rank's.
+            const auto& key = k.as_str();
+            const std::string text = key == "rank"         ? std::to_string(launch_.rank)
+                                     : key == "local_rank" ? std::to_string(launch_.local_rank)
+                                                           : python_str(v);
+            tb->add_text(key, text, resumed_.iteration);
+        }
+    }
+    // Through tb_: MLflow gets it too, as every scalar.
+    tb_->add_scalar("iteration-time/world_size", static_cast<double>(world_), resumed_.iteration);
+    tb_->add_scalar("iteration-time/world_size", 0.0, resumed_.iteration + 1);
+}
+
+std::optional<double> Trainer::logged_num_zeros(const StepOutcome& step) const {
+    if (step.optimizer.num_zeros >= 0) return static_cast<double>(step.optimizer.num_zeros);  // --log-num-zeros-in-grad
+    // BMD with --deepspeed: train_step returns num_zeros_in_grad = 0 from DeepSpeed's engine, which never counts,
+    // so its log line has "num zeros: 0.0" and TensorBoard its num-zeros scalars at every iteration.
+    if (args_.parallel.deepspeed) return 0.0;
+    return std::nullopt;
+}
+
 void Trainer::write_step_tensorboard(const StepOutcome& step, double lr, const std::optional<double>& grad_norm,
                                      const std::optional<double>& params_norm) {
     auto& tb = *tb_;
@@ -64,7 +94,7 @@ void Trainer::write_step_tensorboard(const StepOutcome& step, double lr, const s
                   static_cast<std::int64_t>(gigaflos_no_embeds_));
     if (scaler_.active() && args_.logging.log_loss_scale_to_tensorboard) three("loss-scale/loss-scale", scaler_.scale());
     if (grad_norm) three("grad-norm/grad-norm", *grad_norm);
-    if (step.optimizer.num_zeros >= 0) three("num-zeros/num-zeros", static_cast<double>(step.optimizer.num_zeros));
+    if (const auto zeros = logged_num_zeros(step)) three("num-zeros/num-zeros", *zeros);
     if (params_norm) three("params-norm/params-norm", *params_norm);
     if (curriculum_) tb.add_scalar("curriculum_seqlen", static_cast<double>(step.curriculum_seqlen), iteration_);
     if (args_.logging.log_timers_to_tensorboard) {
@@ -98,7 +128,7 @@ void Trainer::write_log_line(const StepOutcome& step, double lr, const std::opti
     line.losses = {{"lm loss", interval_.loss_sum / static_cast<double>(std::max<std::int64_t>(1, interval_.advanced))}};
     if (args_.optimizer.fp16) line.loss_scale = scaler_.scale();
     line.grad_norm = grad_norm;
-    if (step.optimizer.num_zeros >= 0) line.num_zeros = static_cast<double>(step.optimizer.num_zeros);
+    line.num_zeros = logged_num_zeros(step);
     line.params_norm = params_norm;
     line.skipped_iterations = interval_.skipped;
     line.nan_iterations = interval_.nan;

@@ -1,7 +1,10 @@
-// Trimming, case mapping and byte counts (text.h).
+// Trimming, case mapping, byte counts and Python's float repr (text.h).
 #include "mds/util/text.h"
 
+#include <charconv>  // to_chars: shortest round-trip digits
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace mds {
 namespace {
@@ -62,6 +65,36 @@ std::string format_bytes(double bytes) {
 std::string format_bytes_iec(std::uint64_t bytes) {
     static const char* const kUnits[6] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     return scaled(static_cast<double>(bytes), 1024.0, kUnits, 1);
+}
+
+std::string python_float_repr(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    const std::string sci(buf, r.ptr);  // "-1.2345e-05": shortest digits that round-trip
+    const std::size_t e = sci.find('e');
+    const int exp10 = std::stoi(sci.substr(e + 1));
+    const bool negative = sci[0] == '-';
+    std::string digits;
+    for (std::size_t i = negative ? 1 : 0; i < e; ++i)
+        if (sci[i] != '.') digits += sci[i];
+    std::string out = negative ? "-" : "";
+    if (exp10 < -4 || exp10 >= 16) {
+        out += digits[0];
+        if (digits.size() > 1) {
+            out += '.';
+            out.append(digits, 1, std::string::npos);
+        }
+        out += exp10 < 0 ? "e-" : "e+";
+        const std::string e_digits = std::to_string(std::abs(exp10));
+        if (e_digits.size() < 2) out += '0';
+        return out + e_digits;
+    }
+    if (exp10 < 0) return out + "0." + std::string(static_cast<std::size_t>(-exp10 - 1), '0') + digits;
+    const auto int_digits = static_cast<std::size_t>(exp10 + 1);
+    if (digits.size() <= int_digits) return out + digits + std::string(int_digits - digits.size(), '0') + ".0";
+    return out + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
 }
 
 }  // namespace mds

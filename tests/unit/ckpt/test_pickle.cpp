@@ -93,6 +93,21 @@ TEST_CASE("pickle: containers, memo sharing and mutation after memoization") {
     CHECK(rd("\x95\x03\x00\x00\x00\x00\x00\x00\x00K\x01."s).as_int() == 1);
 }
 
+TEST_CASE("pickle: a float's repr is Python's") {
+    // Python 3.11's repr() of each (fixed notation for decimal exponents in [-4, 16), else d.ddde±XX).
+    const std::pair<double, const char*> cases[] = {
+        {0.0001, "0.0001"}, {1e-05, "1e-05"}, {0.001, "0.001"}, {100000.0, "100000.0"}, {1e+16, "1e+16"},
+        {1000000000000000.0, "1000000000000000.0"}, {123456789.123, "123456789.123"}, {0.1, "0.1"},
+        {0.3333333333333333, "0.3333333333333333"}, {-0.0, "-0.0"}, {5e-324, "5e-324"},
+        {1.7976931348623157e+308, "1.7976931348623157e+308"}, {2.5e-07, "2.5e-07"}, {-2.5e+300, "-2.5e+300"},
+        {1e+22, "1e+22"}, {1.2345678901234568e+16, "1.2345678901234568e+16"}, {0.5, "0.5"}, {3.0, "3.0"},
+        {0.00030000000000000003, "0.00030000000000000003"}, {6e-05, "6e-05"}};
+    for (const auto& [value, python] : cases) {
+        INFO(python);
+        CHECK(PyValue::floating(value).repr() == python);
+    }
+}
+
 TEST_CASE("pickle: globals and objects as Megatron-DeepSpeed pickles them") {
     // argparse.Namespace(lr=0.5): GLOBAL, EMPTY_TUPLE, NEWOBJ, dict, BUILD
     const PyValue ns = rd("\x80\x02\x63\x61rgparse\nNamespace\nq\x00)\x81q\x01}q\x02X\x02\x00\x00\x00lrG?\xe0\x00\x00\x00\x00\x00\x00sb."s);

@@ -18,6 +18,7 @@
 #include "mds/observe/carbon_tracker.h"
 #include "mds/observe/power_estimates.h"
 #include "mds/util/error.h"
+#include "mds/util/text.h"  // python_float_repr
 #include "test_support.h"
 
 using mds::test::slurp;
@@ -394,7 +395,7 @@ TEST_CASE("carbon tracker: RAPL + 2 GPUs + RAM, PUE, emissions and cumulative ro
     CHECK(rows[1].at("duration") == "90.0");
     CHECK(rows[2].at("duration") == "91.0");
     CHECK(std::stod(rows[1].at("gpu_energy")) == doctest::Approx(gpu + mj_kwh(12'000'000) * pue).epsilon(1e-12));
-    CHECK(rows[2].at("energy_consumed") == python_float_repr(last.energy_consumed));
+    CHECK(rows[2].at("energy_consumed") == mds::python_float_repr(last.energy_consumed));
 }
 
 TEST_CASE("carbon tracker: a GPU counter outage is recovered, a reset starts again") {

@@ -10,12 +10,14 @@
 #include <string>
 
 #include "mds/observe/emissions_csv.h"
+#include "mds/util/text.h"  // python_float_repr
 #include "test_support.h"
 
 using mds::test::slurp;
 using mds::test::spit;
 
 using namespace mds::observe;
+using mds::python_float_repr;
 namespace fs = std::filesystem;
 
 namespace {

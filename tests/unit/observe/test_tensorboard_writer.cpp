@@ -55,6 +55,14 @@ TEST_CASE("tensorboard: file_version event and proto3 defaults") {
     CHECK(encode_scalar_event("t", 0.0f, -3, 0.0) == from_hex("10fdffffffffffffffff012a0a0a080a01741500000000"));
 }
 
+TEST_CASE("tensorboard: a text event, byte for byte") {
+    // Python: Event(wall_time=2.0, step=7, summary=torch.utils.tensorboard.summary.text("lr", "0.5"))
+    // .SerializeToString(), SummaryWriter.add_text's event.
+    CHECK(encode_text_event("lr", "0.5", 7, 2.0) ==
+          from_hex("09000000000000004010072a2c0a2a0a0f6c722f746578745f73756d6d617279420d08071204120208014203302e354a08"
+                   "0a060a0474657874"));
+}
+
 TEST_CASE("tensorboard: file name as SummaryWriter's") {
     CHECK(tensorboard_event_file_name(1700000000, "node-1", 4242, 0) == "events.out.tfevents.1700000000.node-1.4242.0");
     CHECK(tensorboard_event_file_name(12, "h", 1, 3) == "events.out.tfevents.0000000012.h.1.3");

@@ -72,9 +72,6 @@ std::string emissions_csv_value(const EmissionsRecord& record, std::string_view 
 // One row in the standard column order, ending in '\n'.
 std::string emissions_csv_row(const EmissionsRecord& record);
 
-// Python's repr(float) — shortest round-trip digits, fixed notation for decimal exponents in
-// [-4, 16), else "1.5e-05" style — which is how pandas writes float columns. NaN gives "nan".
-std::string python_float_repr(double value);
 
 // A random UUID version 4 in its 36-character lower-case form.
 std::string new_run_id();

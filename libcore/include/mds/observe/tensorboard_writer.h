@@ -2,7 +2,8 @@
 // masked CRC-32C of the length, data, masked CRC-32C of the data) around tensorflow.Event
 // messages encoded by hand, the first one carrying file_version "brain.Event:2". Scalars are
 // Summary.Value{tag, simple_value}, as torch.utils.tensorboard's SummaryWriter.add_scalar writes
-// them, so TensorBoard and Megatron-era tooling read mds's files as theirs.
+// them, and text as SummaryWriter.add_text writes it, so TensorBoard and Megatron-era tooling read mds's files
+// as theirs.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,9 @@ std::string tfrecord_frame(std::string_view data);
 // Event.SerializeToString().
 std::string encode_file_version_event(double wall_time);  // file_version = "brain.Event:2"
 std::string encode_scalar_event(std::string_view tag, float value, std::int64_t step, double wall_time);
+// SummaryWriter.add_text's event: Summary.Value{tag "<tag>/text_summary", tensor (DT_STRING, shape [1], the
+// text), metadata (plugin "text")}, which TensorBoard's Text tab shows.
+std::string encode_text_event(std::string_view tag, std::string_view text, std::int64_t step, double wall_time);
 
 // `events.out.tfevents.<unix seconds, 10 digits>.<hostname>.<pid>.<n>` — the name torch's
 // SummaryWriter (tensorboard's EventFileWriter) gives its files.
@@ -43,6 +47,11 @@ public:
     void add_scalar(std::string_view tag, double value, std::int64_t step, double wall_time);
     void add_scalar(std::string_view tag, double value, std::int64_t step) {
         add_scalar(tag, value, step, wall_time_now());
+    }
+
+    // As SummaryWriter.add_text: shown in TensorBoard's Text tab under `tag`.
+    void add_text(std::string_view tag, std::string_view text, std::int64_t step) {
+        append_record(encode_text_event(tag, text, step, wall_time_now()));
     }
 
     // Writes buffered events; with `sync`, also fsyncs the file.

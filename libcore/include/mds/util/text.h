@@ -17,6 +17,10 @@ std::string trim(std::string_view s);
 std::string to_lower(std::string_view s);
 std::string to_upper(std::string_view s);
 
+// Python's repr(float): the shortest digits that read back as `value`, in fixed notation for decimal exponents
+// in [-4, 16) ("0.0001", "100000.0"), else "1.5e-05" style; "nan", "inf", "-inf". How pandas writes float columns
+// (emissions.csv) and how Python shows a pickled float (PyValue::repr, the args as TensorBoard text).
+std::string python_float_repr(double value);
 // `v` with `decimals` digits after the point, as printf's "%.*f" ("1.25", "-0.50"); any size.
 std::string format_fixed(double v, int decimals);
 

@@ -102,9 +102,9 @@ TEST_CASE("pickle: a float's repr is Python's") {
         {1.7976931348623157e+308, "1.7976931348623157e+308"}, {2.5e-07, "2.5e-07"}, {-2.5e+300, "-2.5e+300"},
         {1e+22, "1e+22"}, {1.2345678901234568e+16, "1.2345678901234568e+16"}, {0.5, "0.5"}, {3.0, "3.0"},
         {0.00030000000000000003, "0.00030000000000000003"}, {6e-05, "6e-05"}};
-    for (const auto& [value, python] : cases) {
-        INFO(python);
-        CHECK(PyValue::floating(value).repr() == python);
+    for (const auto& c : cases) {  // no structured binding: clang 14's INFO (a lambda) cannot capture one
+        INFO(c.second);
+        CHECK(PyValue::floating(c.first).repr() == c.second);
     }
 }
 

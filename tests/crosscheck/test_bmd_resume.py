@@ -15,7 +15,8 @@ on in the `dropout-*` cases, where the curves agree only if the RNG states trave
     ZeRO-1), so the uninterrupted run stands for it;
   - mds-train trains 20 iterations saving at 10; the real program resumes that save and must give mds's
     iterations 11..20 (relative 1e-5);
-  - mds-train's iteration line has the real program's fields in the same order (then its own), and its TensorBoard
+  - mds-train's iteration line has the real program's fields in the same order (then its own), its log the real
+    program's start-up timer lines (load-checkpoint; model-and-optimizer-setup, data iterators), and its TensorBoard
     folder every scalar the real program writes and its args as text with the same values (paths and progress
     aside);
   - the first launch of each side finds no checkpoint folder at --load (a missing folder: the first job of a
@@ -83,6 +84,16 @@ def flags(data, vocab, merges, ckpt, tp, pp, train_iters=20, exit_interval=10, s
             "--distributed-backend", "gloo", "--zero-stage", 1]
 
 
+def tensorboard(run):
+    """The run's TensorBoard folder (run.tb_dir), read once: every event kept."""
+    if getattr(run, "tb", None) is None:
+        from tensorboard.backend.event_processing import event_accumulator
+        run.tb = event_accumulator.EventAccumulator(run.tb_dir, size_guidance={event_accumulator.SCALARS: 0,
+                                                                               event_accumulator.TENSORS: 0})
+        run.tb.Reload()
+    return run.tb
+
+
 def run_mds(flag_list, run_dir, name, ds, nproc=2):
     """mds-train through the harness, with its TensorBoard scalars (float32) replacing the log line's rounded
     'lm loss', 'grad norm' and 'learning rate'."""
@@ -91,9 +102,7 @@ def run_mds(flag_list, run_dir, name, ds, nproc=2):
                                     ds_config=ds, timeout=400)
     run.tb_dir = tb_dir
     if run.ok:
-        from tensorboard.backend.event_processing import event_accumulator
-        ea = event_accumulator.EventAccumulator(tb_dir)
-        ea.Reload()
+        ea = tensorboard(run)
         tags = ea.Tags().get("scalars", [])
         for key, tag in (("lm loss", "lm-loss-training/lm loss"), ("grad norm", "grad-norm/grad-norm"),
                          ("learning rate", "learning-rate/learning-rate")):
@@ -221,14 +230,32 @@ def same_line_fields(name, mds, real):
         print(f"  {name}: the iteration line has the real program's {len(want)} fields in order, then {got[len(want):]}")
 
 
-def tensorboard_tags(tb_dir):
-    """{tag: value} of a TensorBoard folder: each scalar's first value (torch's SummaryWriter of the real program
-    writes them as scalar tensors, mds as simple values), and each text's string."""
-    from tensorboard.backend.event_processing import event_accumulator
+def startup_timer_lines(run):
+    """The timer names of each "time (ms) | name: ms | ..." line before the run's first iteration line, in order:
+    [["load-checkpoint"], ["model-and-optimizer-setup", "train/valid/test-data-iterators-setup"]]."""
+    lines = []
+    for text in run.logs:
+        for line in text.splitlines():
+            if line.lstrip().startswith("iteration ") and "| consumed samples:" in line:
+                break
+            if line.startswith("time (ms) |"):
+                lines.append([part.rsplit(":", 1)[0].strip() for part in line.split("|")[1:]])
+    return lines
+
+
+def same_startup_timer_lines(name, mds, real):
+    """mds-train prints the real program's start-up timer lines (pretrain()'s and the checkpoint load's), in its
+    order, before the first iteration line: scripts that read the set-up time from main_log.txt find them."""
+    got, want = startup_timer_lines(mds), startup_timer_lines(real)
+    if check(want and got == want, f"{name}: start-up timer lines {got}, the real program's {want}"):
+        print(f"  {name}: the real program's start-up timer lines {want}")
+
+
+def tensorboard_tags(run):
+    """{tag: value} of the run's TensorBoard folder: each scalar's first value (torch's SummaryWriter of the real
+    program writes them as scalar tensors, mds as simple values), and each text's string."""
     from tensorboard.util import tensor_util
-    ea = event_accumulator.EventAccumulator(tb_dir, size_guidance={event_accumulator.SCALARS: 0,
-                                                                   event_accumulator.TENSORS: 0})
-    ea.Reload()
+    ea = tensorboard(run)
     tags = {t: ea.Scalars(t)[0].value for t in ea.Tags().get("scalars", [])}
     for t in ea.Tags().get("tensors", []):
         value = tensor_util.make_ndarray(ea.Tensors(t)[0].tensor_proto)
@@ -246,7 +273,7 @@ TEXT_DIFFERENCES = {f"{k}/text_summary" for k in RUN_SPECIFIC | KNOWN_VALUE_DIFF
 def same_tensorboard_tags(name, mds, real):
     """Every scalar and text the real program writes to TensorBoard, mds-train writes too (dashboards keep their
     panels), the args' texts with the same values."""
-    want, got = tensorboard_tags(real.tb_dir), tensorboard_tags(mds.tb_dir)
+    want, got = tensorboard_tags(real), tensorboard_tags(mds)
     missing = sorted(set(want) - set(got))
     if not check(want and not missing, f"{name}: TensorBoard tags of the real program that mds-train does not write: "
                                        f"{missing}"):
@@ -346,6 +373,7 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
     if check(m.ok, f"{name}: mds-train resuming the real checkpoint failed (rc {m.returncode})\n{m.tail()}"):
         compare(f"{name} mds resumes real", m, r1, its, tol=tol)
         same_line_fields(name, m, r1)
+        same_startup_timer_lines(name, m, r1)
         same_tensorboard_tags(name, m, r1)
 
     # mds-train first (no checkpoint folder either), the same way round: the real program resumes its save at 10.

@@ -55,7 +55,8 @@ int timer_level(std::string_view name) {
     // Megatron-LM's levels (megatron/training/training.py, megatron/core/timers.py callers); BMD's
     // names of the same things take the level of Megatron-LM's (backward-params-all-reduce is its
     // all-grads-sync, backward-embedding-all-reduce its embedding-grads-all-reduce).
-    static constexpr std::string_view level0[] = {"interval-time", "save-checkpoint", "load-checkpoint"};
+    static constexpr std::string_view level0[] = {"interval-time", "save-checkpoint", "load-checkpoint",
+                                                  "model-and-optimizer-setup", "train/valid/test-data-iterators-setup"};
     static constexpr std::string_view level1[] = {
         "forward-backward", "backward-params-all-reduce", "backward-embedding-all-reduce", "all-grads-sync",
         "embedding-grads-all-reduce", "layernorm-grads-all-reduce", "params-all-gather", "optimizer",

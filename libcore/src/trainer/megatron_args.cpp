@@ -79,7 +79,9 @@ using Derived = std::unordered_map<std::string, PyValue>;
 constexpr const char* kPositionEmbeddingTypes[] = {nullptr, "rotary", "absolute", "alibi"};
 
 PyValue position_embedding_enum(const std::string& type) {
-    const std::int64_t v = type == "rotary" ? 1 : type == "alibi" ? 3 : 2;
+    std::int64_t v = 2;  // absolute: what any other name trains with (model_config refuses the ones mds lacks)
+    for (std::int64_t k = 1; k < std::int64_t{std::size(kPositionEmbeddingTypes)}; ++k)
+        if (type == kPositionEmbeddingTypes[k]) v = k;
     return PyValue::object("megatron.enums", "PositionEmbeddingType", PyValue::tuple({integer(v)}));
 }
 

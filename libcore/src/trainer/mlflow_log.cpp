@@ -75,16 +75,13 @@ std::unique_ptr<observe::MlflowLogger> Trainer::make_mlflow_logger() {
     return std::make_unique<observe::MlflowLogger>(std::move(config));
 }
 
-void Trainer::start_mlflow() {
+void Trainer::start_mlflow(const ckpt::PyValue* args) {
     if (!mlflow_on_) return;
     const auto hosts = ledger_hosts();  // every rank joins
-    if (!tb_ || !tb_->mlflow()) return;
+    if (!tb_ || !tb_->mlflow() || !args) return;
     auto& ml = *tb_->mlflow();
     // Params: the Namespace the checkpoint holds (what BMD's `vars(args)` has), then mds's own flags.
-    TrainingProgress p = resumed_;
-    p.train_iters = train_iters_;
-    const auto ns = megatron_args(args_, *model_, p);
-    for (const auto& [k, v] : ns.namespace_attributes().items()) {
+    for (const auto& [k, v] : args->namespace_attributes().items()) {
         if (k.type() != ckpt::PyType::Str || progress_key(k.as_str())) continue;
         ml.log_param(observe::mlflow_key(k.as_str()), python_str(v, observe::kMlflowMaxParamValueLength));
     }
@@ -97,7 +94,8 @@ void Trainer::start_mlflow() {
         for (auto& c : name)
             if (c == '-') c = '_';
         try {
-            ml.log_param(observe::mlflow_key(name), python_str(flags::namespace_value(row, args_), observe::kMlflowMaxParamValueLength));
+            ml.log_param(observe::mlflow_key(name),
+                         python_str(flags::namespace_value(row, args_), observe::kMlflowMaxParamValueLength));
         } catch (const Error&) {
             // A row whose value only the Namespace writer derives: it is in the Namespace above.
         }

@@ -54,6 +54,10 @@
 #include "mds/trainer/trainer.h"
 #include "metrics_log.h"
 
+namespace mds::ckpt {
+class PyValue;
+}
+
 namespace mds::trainer {
 
 using Clock = std::chrono::steady_clock;
@@ -167,7 +171,9 @@ private:
     // ---- MLflow (mlflow_log.cpp) ----
     // Where setup_observers makes tb_: the MLflow logger of the last rank, when the flags ask for one.
     std::unique_ptr<observe::MlflowLogger> make_mlflow_logger();
-    void start_mlflow();        // after start_ledger: params and this job's tags (a host gather)
+    // after start_ledger: params (`args`: the Namespace of start_args, null without a writer) and this job's tags
+    // (a host gather every rank joins)
+    void start_mlflow(const ckpt::PyValue* args);
     void finish_mlflow(Stop stop);  // end of finish_run: this job's end tags, flush, run status
     std::string mlflow_run_id_for_checkpoint();  // the last rank's run id on every rank (a collective)
     // ---- straggler report (straggler_log.cpp) ----
@@ -190,7 +196,11 @@ private:
     void skip_data_if_due();
     // BMD's train() start: write_args_to_tensorboard (every args attribute as text) and log_restart_to_tensorboard
     // (iteration-time/world_size: the world size at the loaded iteration, 0 at the next, a restart's blip).
-    void start_tensorboard();
+    // `args`: the Namespace of start_args, null without a writer.
+    void start_tensorboard(const ckpt::PyValue* args);
+    // The args Namespace at this job's start (the checkpoint's, with the loaded progress): MLflow's params and
+    // TensorBoard's texts.
+    ckpt::PyValue start_args() const;
     // The "num zeros" of the log line and TensorBoard: the count with --log-num-zeros-in-grad, BMD's 0 with
     // --deepspeed, else none.
     std::optional<double> logged_num_zeros(const StepOutcome& step) const;

@@ -17,6 +17,7 @@
 #endif
 
 #include "mds/ckpt/ds_optimizer_layout.h"  // ds_partitions_optimizer_states
+#include "mds/ckpt/pickle.h"  // PyValue (the args Namespace at the job's start)
 #include "mds/flags/dry_run.h"  // padded_vocab_size
 #include "mds/trainer/stop_signals.h"  // install_stop_signal_handlers
 #include "mds/flags/train_tokenizer.h"  // load_tokenizer
@@ -126,15 +127,32 @@ Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock:
     : args_(with_weighted_split_files(args)), options_(options), process_start_(process_start) {
     check_args();
     setup_launch();
+    // BMD's pretrain() times its set-up: the model and the optimizer (the checkpoint's load within them), then the
+    // data; the last rank prints "time (ms) | load-checkpoint: X" (with --load) and the two set-up timers' line.
+    timers_.start("model-and-optimizer-setup");
     setup_model();
+    timers_.start("load-checkpoint");
     load_weights();
+    timers_.stop("load-checkpoint");
+    timers_.stop("model-and-optimizer-setup");
+    timers_.start("train/valid/test-data-iterators-setup");
     setup_data();
+    timers_.stop("train/valid/test-data-iterators-setup");
+    timers_.start("model-and-optimizer-setup");
     setup_optimizer();
+    timers_.start("load-checkpoint");
     load_state();
+    timers_.stop("load-checkpoint");
+    timers_.stop("model-and-optimizer-setup");
+    if (!args_.checkpoint.load.empty())
+        log_timers(timers_, {"load-checkpoint"}, 1.0, args_.logging.timing_log_option, *comm_, log_rank_);
+    log_timers(timers_, {"model-and-optimizer-setup", "train/valid/test-data-iterators-setup"}, 1.0,
+               args_.logging.timing_log_option, *comm_, log_rank_);
     setup_observers();
     start_ledger();
-    start_mlflow();
-    start_tensorboard();
+    const auto ns = tb_ ? std::optional(start_args()) : std::nullopt;  // the writers' (the last rank's)
+    start_mlflow(ns ? &*ns : nullptr);
+    start_tensorboard(ns ? &*ns : nullptr);
 }
 
 Trainer::~Trainer() = default;

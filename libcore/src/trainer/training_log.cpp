@@ -43,13 +43,16 @@ void Trainer::log_step(const StepOutcome& step) {
     }
 }
 
-void Trainer::start_tensorboard() {
+ckpt::PyValue Trainer::start_args() const {
+    TrainingProgress p = resumed_;
+    p.train_iters = train_iters_;
+    return megatron_args(args_, *model_, p);
+}
+
+void Trainer::start_tensorboard(const ckpt::PyValue* args) {
     if (!tb_) return;
-    if (auto* tb = tb_->tensorboard()) {
-        TrainingProgress p = resumed_;
-        p.train_iters = train_iters_;
-        const auto ns = megatron_args(args_, *model_, p);
-        for (const auto& [k, v] : ns.namespace_attributes().items()) {
+    if (auto* tb = tb_->tensorboard(); tb && args) {
+        for (const auto& [k, v] : args->namespace_attributes().items()) {
             if (k.type() != ckpt::PyType::Str) continue;
             // The writing process's own ranks (the last rank's), where the checkpoint's args have the saving rank's.
             const auto& key = k.as_str();

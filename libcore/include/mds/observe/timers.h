@@ -35,7 +35,8 @@ enum class TimingLogOption {
 TimingLogOption parse_timing_log_option(std::string_view text);
 const char* timing_log_option_name(TimingLogOption option);
 
-// The level of a timer name (Megatron-LM's): 0 interval-time and save-checkpoint, 1 the coarse step
+// The level of a timer name (Megatron-LM's): 0 interval-time, the checkpoint's save and load and the
+// start-up's model-and-optimizer-setup and train/valid/test-data-iterators-setup, 1 the coarse step
 // phases (forward-backward, optimizer, the gradient all-reduces), 2 the fine ones (forward-compute,
 // backward-compute, batch-generator, the pipeline send/recv). Names not in Megatron's list: 2.
 int timer_level(std::string_view name);

@@ -16,7 +16,8 @@ on in the `dropout-*` cases, where the curves agree only if the RNG states trave
   - mds-train trains 20 iterations saving at 10; the real program resumes that save and must give mds's
     iterations 11..20 (relative 1e-5);
   - mds-train's iteration line has the real program's fields in the same order (then its own), its log the real
-    program's start-up timer lines (load-checkpoint; model-and-optimizer-setup, data iterators), and its TensorBoard
+    program's start-up timer lines (load-checkpoint; model-and-optimizer-setup, data iterators) and parameter
+    estimates (the same numbers), and its TensorBoard
     folder every scalar the real program writes and its args as text with the same values (paths and progress
     aside);
   - the first launch of each side finds no checkpoint folder at --load (a missing folder: the first job of a
@@ -230,25 +231,33 @@ def same_line_fields(name, mds, real):
         print(f"  {name}: the iteration line has the real program's {len(want)} fields in order, then {got[len(want):]}")
 
 
-def startup_timer_lines(run):
-    """The timer names of each "time (ms) | name: ms | ..." line before the run's first iteration line, in order:
-    [["load-checkpoint"], ["model-and-optimizer-setup", "train/valid/test-data-iterators-setup"]]."""
-    lines = []
+def startup_lines(run):
+    """Before the run's first iteration line: the timer names of each "time (ms) | name: ms | ..." line, in order
+    ([["load-checkpoint"], ["model-and-optimizer-setup", "train/valid/test-data-iterators-setup"]]), and the
+    "estimated model parameters..." lines whole."""
+    timers, estimates = [], []
     for text in run.logs:
         for line in text.splitlines():
             if line.lstrip().startswith("iteration ") and "| consumed samples:" in line:
                 break
             if line.startswith("time (ms) |"):
-                lines.append([part.rsplit(":", 1)[0].strip() for part in line.split("|")[1:]])
-    return lines
+                timers.append([part.rsplit(":", 1)[0].strip() for part in line.split("|")[1:]])
+            info = line.removeprefix("mds-train: ")  # mds-train's info lines (stderr) name the tool
+            if info.startswith("estimated model parameters"):
+                estimates.append(info.strip())
+    return timers, estimates
 
 
-def same_startup_timer_lines(name, mds, real):
+def same_startup_lines(name, mds, real):
     """mds-train prints the real program's start-up timer lines (pretrain()'s and the checkpoint load's), in its
-    order, before the first iteration line: scripts that read the set-up time from main_log.txt find them."""
-    got, want = startup_timer_lines(mds), startup_timer_lines(real)
+    order, before the first iteration line (scripts that read the set-up time from main_log.txt find them), and its
+    parameter estimates with the same numbers."""
+    (got, got_estimates), (want, want_estimates) = startup_lines(mds), startup_lines(real)
     if check(want and got == want, f"{name}: start-up timer lines {got}, the real program's {want}"):
         print(f"  {name}: the real program's start-up timer lines {want}")
+    if check(len(want_estimates) == 2 and got_estimates == want_estimates,
+             f"{name}: parameter estimates {got_estimates}, the real program's {want_estimates}"):
+        print(f"  {name}: the real program's {want_estimates}")
 
 
 def tensorboard_tags(run):
@@ -373,7 +382,7 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
     if check(m.ok, f"{name}: mds-train resuming the real checkpoint failed (rc {m.returncode})\n{m.tail()}"):
         compare(f"{name} mds resumes real", m, r1, its, tol=tol)
         same_line_fields(name, m, r1)
-        same_startup_timer_lines(name, m, r1)
+        same_startup_lines(name, m, r1)
         same_tensorboard_tags(name, m, r1)
 
     # mds-train first (no checkpoint folder either), the same way round: the real program resumes its save at 10.

@@ -143,6 +143,12 @@ Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock:
     timers_.start("load-checkpoint");
     load_state();
     timers_.stop("load-checkpoint");
+    // BMD's estimate: rank 0's parameters x TP x PP, in billions (exact only when every stage holds as many).
+    const double model_parallel = static_cast<double>(tp_size_ * pp_size_);
+    info("estimated model parameters: " +
+         python_float_repr(static_cast<double>(model_->parameter_count()) * model_parallel / 1e9));
+    info("estimated model parameters without embeddings: " +
+         python_float_repr(megatron_parameters_in_billions_no_embedding(*model_, tp_size_ * pp_size_)));
     timers_.stop("model-and-optimizer-setup");
     if (!args_.checkpoint.load.empty())
         log_timers(timers_, {"load-checkpoint"}, 1.0, args_.logging.timing_log_option, *comm_, log_rank_);

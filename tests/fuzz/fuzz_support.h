@@ -4,7 +4,7 @@
 #pragma once
 
 #include <cxxabi.h>  // abi::__cxa_demangle, for the type of an unexpected exception
-#include <unistd.h>  // getpid
+#include <unistd.h>  // getpid, access
 
 #include <cstdint>
 #include <cstdio>
@@ -53,10 +53,20 @@ bool only_mds_errors(F&& f) {
     }
 }
 
-// $TMPDIR/mds-fuzz-<pid>/<name>; the directory is created on first use and removed at exit.
+// The folder of the scratch files: $MDS_FUZZ_SCRATCH, else /dev/shm where it is a writable folder (memory:
+// the writers' fsync costs nothing there; on the 2-core CI machine's disk fuzz_safetensors ran 3.5x fewer
+// inputs in the same time, 2026-11-30), else $TMPDIR (std::filesystem::temp_directory_path).
+inline std::filesystem::path scratch_root() {
+    if (const char* d = std::getenv("MDS_FUZZ_SCRATCH"); d && *d) return d;
+    std::error_code ec;
+    if (std::filesystem::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+    return std::filesystem::temp_directory_path();
+}
+
+// <scratch_root>/mds-fuzz-<pid>/<name>; the directory is created on first use and removed at exit.
 inline std::string scratch_path(const std::string& name) {
     static const std::filesystem::path dir = [] {
-        auto d = std::filesystem::temp_directory_path() / ("mds-fuzz-" + std::to_string(::getpid()));
+        auto d = scratch_root() / ("mds-fuzz-" + std::to_string(::getpid()));
         std::filesystem::create_directories(d);
         static const std::filesystem::path keep = d;
         std::atexit([] {

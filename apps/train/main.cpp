@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
                                   ": expected this process's local rank, " + std::to_string(run.launch.local_rank) +
                                   (run.launch.launcher == "none" ? " (no launcher in the environment)"
                                                                  : " (" + run.launch.source + ")"));
+        // BMD's initialize sets args.local_rank to this process's device (rank % GPUs on a node): the checkpoint's
+        // args then hold the saving process's local rank.
+        if (run.launch.launcher != "none") args.parallel.local_rank = run.launch.local_rank;
         for (const auto& w : mds::flags::resolve_train_args(args)) mds::print_warning(w);
         if (args.data.split) (void)mds::data::parse_split(*args.data.split);  // "100,-50,50": usage error now
         if (dry.enabled) {

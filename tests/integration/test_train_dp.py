@@ -67,15 +67,17 @@ def clean_env():
     return {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "PMI_")) and k not in launch}
 
 
-def rank_env(rank, world, port):
+def rank_env(rank, world, port, per_node=None):
+    """torchrun's variables for `rank` of `world`, on nodes of `per_node` ranks (default: one node)."""
+    per_node = per_node or world
     env = clean_env()
-    env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+    env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank % per_node), LOCAL_WORLD_SIZE=str(per_node),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     return env
 
 
-def start(args, world, port):
-    return [subprocess.Popen([TRAIN, *args], env=rank_env(r, world, port), stdout=subprocess.PIPE,
+def start(args, world, port, per_node=None):
+    return [subprocess.Popen([TRAIN, *args], env=rank_env(r, world, port, per_node), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True) for r in range(world)]
 
 

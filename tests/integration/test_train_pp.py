@@ -8,8 +8,9 @@ starts them (test_train_dp.py's launcher):
   - only the last rank (the last stage) prints the iteration lines; rank 0 reports each stage's blocks;
   - fp16 (Megatron's loss scaler, the same scales as one process) and bf16 at PP=2 x DP=2 stay on one process's
     curve (relative 1e-3);
-  - checkpoints: TP=2 x PP=2 x DP=2 saves one layer file per layer and TP rank (the tied embeddings only from the
-    first stage), mp_rank_00..03 (pp * TP + tp) and one ZeRO-1 optimizer partition per rank; it resumes bit for bit at
+  - checkpoints: TP=2 x PP=2 x DP=2 (two nodes of 4 ranks) saves one layer file per layer and TP rank (the tied
+    embeddings only from the first stage), mp_rank_00..03 (pp * TP + tp, each with its saving process's rank and local
+    rank in args) and one ZeRO-1 optimizer partition per rank; it resumes bit for bit at
     that shape, on the same curve at TP=2 x PP=2 x DP=1, and at TP=1 x PP=1 the error names mds-ckpt-reshape;
     a bf16 TP=2 x PP=2 checkpoint reshaped by mds-ckpt-reshape to TP=1 x PP=1 (with its optimizer states) resumes on
     one process on the TP=2 x PP=2 run's curve, within bf16 rounding;
@@ -33,6 +34,7 @@ sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "crosscheck"))
 import testkit  # noqa: E402
 from testkit import check  # noqa: E402
+import bmd_checkpoint  # noqa: E402,F401  (stand-in megatron.enums, so torch.load resolves the args Namespace)
 import tiny_dataset  # noqa: E402
 from test_train_dp import (BIN, TRAIN, curve, flags, free_port, rank_env, read_until_iteration, same_curve, start,  # noqa: E402
                            wait_all)
@@ -48,12 +50,12 @@ def one_process(data, extra=(), layers=4, stdout=None):
     return curve(r.stdout)
 
 
-def parallel(data, tp, pp, dp, extra=(), layers=4, backend="gloo"):
+def parallel(data, tp, pp, dp, extra=(), layers=4, backend="gloo", per_node=None):
     world = tp * pp * dp
     par = ["--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)]
     args = flags(data, extra=[*extra, *par], layers=layers)
     args[args.index("--distributed-backend") + 1] = backend
-    outs = wait_all(start(args, world, free_port()))
+    outs = wait_all(start(args, world, free_port(), per_node))
     name = f"TP={tp} x PP={pp} x DP={dp}"
     # --distributed-backend is about GPUs: on CPUs the tensors travel over Gloo whatever it says.
     check(", gloo)" in outs[0][2], f"{name} (--distributed-backend {backend}): rank 0 did not report Gloo")
@@ -76,7 +78,9 @@ def equivalence(data, ckpt):
     check(len(ref[0]) > 0 and ref[0][-1][2] < ref[0][0][2] - 0.3, "one process: the loss did not fall")
     for tp, pp, dp in ((1, 2, 1), (1, 4, 1), (2, 2, 1), (2, 2, 2)):
         save = ["--save", ckpt, "--save-interval", "10"] if (tp, pp, dp) == (2, 2, 2) else []
-        outs = parallel(data, tp, pp, dp, save, backend="nccl" if (tp, pp, dp) == (1, 2, 1) else "gloo")
+        # The run that saves: two nodes of 4 ranks (checkpoints() reads each file's saving local rank).
+        outs = parallel(data, tp, pp, dp, save, backend="nccl" if (tp, pp, dp) == (1, 2, 1) else "gloo",
+                        per_node=4 if save else None)
         stages = stage_cuts(outs)
         per = 4 // pp
         want = [(str(s), str(s * per), str((s + 1) * per)) for s in range(pp)]
@@ -131,6 +135,12 @@ def checkpoints(tmp, data, straight, ckpt):
                   [f"mp_rank_{m:02d}_model_states.pt" for m in range(4)] +
                   [f"zero_pp_rank_{d}_mp_rank_{m:02d}_optim_states.pt" for d in (0, 1) for m in range(4)])
     check(files == want, f"TP=2 x PP=2 x DP=2 checkpoint files: {files}")
+    # Each mp_rank file's args are its saving process's (data-parallel rank 0 of its TP and PP ranks): rank and, as
+    # BMD's rank % GPUs, the local rank on its node (the run had two nodes of 4 ranks).
+    import torch
+    ranks = [(a.rank, a.local_rank) for a in (torch.load(f"{ckpt}/global_step10/mp_rank_{m:02d}_model_states.pt",
+                                                         weights_only=False)["args"] for m in range(4))]
+    check(ranks == [(0, 0), (1, 1), (4, 0), (5, 1)], f"TP=2 x PP=2 x DP=2 checkpoint args (rank, local_rank): {ranks}")
     same = wait_all(start(flags(data, extra=[*par, "--load", ckpt], layers=4), 8, free_port()))
     fewer = wait_all(start(flags(data, extra=[*par, "--load", ckpt], layers=4), 4, free_port()))
     if not check(all(o[0] == 0 for o in same + fewer), f"TP=2 x PP=2 resume: {[o[0] for o in same]} {[o[0] for o in fewer]} "

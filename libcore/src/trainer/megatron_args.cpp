@@ -193,7 +193,8 @@ void run_values(Derived& d, const flags::TrainArgs& a, const model::GptModel& mo
     // The rank that saves this model-parallel rank's file: data-parallel rank 0 of Megatron's grid
     // (tensor fastest, then data, then pipeline).
     const std::int64_t rank = model.pipeline_stage().rank * a.parallel.data_parallel_size * tp + model.tensor_parallel().rank;
-    d["local_rank"] = integer(rank);
+    // The saving process's local rank where mds-train knows it (the launcher's, as BMD's rank % GPUs), else its rank.
+    d["local_rank"] = integer(a.parallel.local_rank.value_or(rank));
     d["rank"] = integer(rank);
     // parse_args turns --skip-train-iteration-range into a collections.deque of merged [start, end]
     // lists, and the train loop pops each range it skips: what is left at this save.

@@ -122,8 +122,11 @@ void Trainer::start_mlflow(const ckpt::PyValue* args) {
 std::string Trainer::mlflow_run_id_for_checkpoint() {
     if (!mlflow_on_) return resumed_.mlflow_run_id;
     // The first save may come before the server has created the run (a short job, a slow server): it
-    // waits for the id a few seconds, once; later saves take what is known.
-    const double wait_s = std::exchange(mlflow_id_waited_, true) ? 0.0 : 5.0;
+    // waits for the id, once, up to 30 s (a loaded server took over 5 s to create the run, and the
+    // job's checkpoints then lacked the id, so its next job started a new run); a server that answers
+    // or fails ends the wait at once. Later saves take what is known.
+    constexpr double kFirstSaveWaitSeconds = 30.0;
+    const double wait_s = std::exchange(mlflow_id_waited_, true) ? 0.0 : kFirstSaveWaitSeconds;
     const std::string mine = tb_ && tb_->mlflow() ? tb_->mlflow()->wait_for_run_id(wait_s) : std::string();
     if (world_ == 1) return mine;
     constexpr std::int64_t kLen = 64;  // MLflow's run ids are 32 hex characters

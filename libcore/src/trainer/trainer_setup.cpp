@@ -143,12 +143,13 @@ Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock:
     timers_.start("load-checkpoint");
     load_state();
     timers_.stop("load-checkpoint");
-    // BMD's estimate: rank 0's parameters x TP x PP, in billions (exact only when every stage holds as many).
-    const double model_parallel = static_cast<double>(tp_size_ * pp_size_);
+    // BMD's per-rank estimate (get_parameters_in_billions: this rank's stage x TP x PP, in billions; exact only when
+    // every stage holds as many), printed from rank 0; the one without embeddings also makes gigaflos_no_embeds, its
+    // TensorBoard axis and the saved args the real program's.
+    params_no_embeddings_billions_ = megatron_parameters_in_billions_no_embedding(*model_, tp_size_ * pp_size_);
     info("estimated model parameters: " +
-         python_float_repr(static_cast<double>(model_->parameter_count()) * model_parallel / 1e9));
-    info("estimated model parameters without embeddings: " +
-         python_float_repr(megatron_parameters_in_billions_no_embedding(*model_, tp_size_ * pp_size_)));
+         python_float_repr(static_cast<double>(model_->parameter_count() * tp_size_ * pp_size_) / 1e9));
+    info("estimated model parameters without embeddings: " + python_float_repr(params_no_embeddings_billions_));
     timers_.stop("model-and-optimizer-setup");
     if (!args_.checkpoint.load.empty())
         log_timers(timers_, {"load-checkpoint"}, 1.0, args_.logging.timing_log_option, *comm_, log_rank_);
@@ -518,9 +519,6 @@ void Trainer::setup_observers() {
     flops_shape_.padded_vocab_size = padded_;
     flops_shape_.seq_length = cfg_.seq_length;
     flops_shape_.checkpoint_activations = cfg_.checkpoint_activations;
-    // BMD's per-rank approximation (get_parameters_in_billions on this rank's stage x TP x PP), so that
-    // gigaflos_no_embeds, its TensorBoard axis and the saved args are the real program's.
-    params_no_embeddings_billions_ = megatron_parameters_in_billions_no_embedding(*model_, tp_size_ * pp_size_);
 
     if (args_.curriculum && args_.curriculum->enabled) curriculum_.emplace(*args_.curriculum);
     alerts_.emplace(options_.alert);

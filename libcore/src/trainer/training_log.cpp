@@ -54,11 +54,10 @@ void Trainer::start_tensorboard(const ckpt::PyValue* args) {
     if (auto* tb = tb_->tensorboard(); tb && args) {
         for (const auto& [k, v] : args->namespace_attributes().items()) {
             if (k.type() != ckpt::PyType::Str) continue;
-            // The writing process's own ranks (the last rank's), where the checkpoint's args have the saving rank's.
+            // The writing process's own rank (the last rank's), where the checkpoint's args have the saving rank's
+            // (local_rank is already the process's own: the launcher's).
             const auto& key = k.as_str();
-            const std::string text = key == "rank"         ? std::to_string(launch_.rank)
-                                     : key == "local_rank" ? std::to_string(launch_.local_rank)
-                                                           : python_str(v);
+            const std::string text = key == "rank" ? std::to_string(launch_.rank) : python_str(v);
             tb->add_text(key, text, resumed_.iteration);
         }
     }

@@ -39,7 +39,9 @@
 # MDS_GPU_PLAN=variants: instead of the steps above after test_train_gpu, mds-train's variants beside PyTorch
 # eager at both sizes (--cross-entropy-loss-fusion, --adam-step-fusion, --layernorm-backward-fusion,
 # --bias-grad-fusion, no timers, its profile, --attention-backend flash, ALiBi; see the plan below), the four
-# fusions beside llm.c too (its build overlaps the tests as above): up to 10 minutes.
+# fusions beside llm.c too (its build overlaps the tests as above): up to 10 minutes. MDS_GPU_VARIANTS="NAME ...":
+# only the variants named (v124M, v124M-ce-fusion, v124M-fusions, v124M-profile, v1.5B, v1.5B-fusions,
+# v124M-timing0, v124M-flash-attention, v124M-alibi, v1.5B-profile, v1.5B-fusions-profile).
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
@@ -230,28 +232,36 @@ bench() {  # bench NAME LIMIT ARGS...
 # without and with them (beside llm.c), no timers (--timing-log-level 0), FlashAttention instead, ALiBi, the 1.5B
 # profile; the tables and mds-train's attention and profiler lines in summary.md.
 if [[ $plan == variants && $dry != 1 ]]; then
+  # MDS_GPU_VARIANTS="v124M-fusions v1.5B-fusions": those variants alone (a rerun spends the lease on what is new).
+  vbench() {
+    [[ -z ${MDS_GPU_VARIANTS:-} || " $MDS_GPU_VARIANTS " == *" $1 "* ]] || return 0
+    bench "$@"
+  }
   prof="--profile --use-pytorch-profiler --tensorboard-dir $work/prof"
   prof124="--profile --use-pytorch-profiler --tensorboard-dir $work/prof-124M"
-  bench v124M 150 --size 124M --device cuda --impls mds,eager --timeout 100
+  vbench v124M 150 --size 124M --device cuda --impls mds,eager --timeout 100
   # kernels/cross_entropy.cu instead of ATen's fp32 copy, log-softmax and NLL (25.8 of 177 ms per step on an H200).
-  bench v124M-ce-fusion 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args=--cross-entropy-loss-fusion
+  vbench v124M-ce-fusion 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args=--cross-entropy-loss-fusion
   # and kernels/adam.cu's step (bf16 gradients straight into the fp32 masters; 40 of 416 ms at 1.5B unfused) and
   # kernels/layer_norm.cu's backward (ATen's weight gradients of LayerNorm: 7.7 of 177 ms at 124M) and
   # kernels/bias_grad.cu's bias gradients (ATen's column reductions: 7.0 of 177 ms at 124M).
   fusions="--cross-entropy-loss-fusion --adam-step-fusion --layernorm-backward-fusion --bias-grad-fusion"
-  bench v124M-fusions 100 --size 124M --device cuda --impls mds,llmc --llmc-prebuilt --timeout 45 --mds-args "$fusions"
+  vbench v124M-fusions 100 --size 124M --device cuda --impls mds,llmc --llmc-prebuilt --timeout 45 --mds-args "$fusions"
   # Where the time goes with them: the kernels by time, and the trace (trace-124M.json.gz), for the next kernels.
-  bench v124M-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
+  vbench v124M-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
     --mds-args "$fusions $prof124 --profile-step-start 6 --profile-step-end 8"
-  bench v1.5B 150 --size 1.5B --device cuda --impls mds,eager --timeout 70
-  bench v1.5B-fusions 120 --size 1.5B --device cuda --impls mds,llmc --llmc-prebuilt --timeout 60 --mds-args "$fusions"
+  vbench v1.5B 150 --size 1.5B --device cuda --impls mds,eager --timeout 70
+  vbench v1.5B-fusions 120 --size 1.5B --device cuda --impls mds,llmc --llmc-prebuilt --timeout 60 --mds-args "$fusions"
   # No timers in the step (--timing-log-level 0, Megatron-LM's default): none of their 32 device waits per iteration.
-  bench v124M-timing0 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args "$fusions --timing-log-level 0"
-  bench v124M-flash-attention 70 --size 124M --device cuda --impls mds --timeout 45 --mds-args "--attention-backend flash"
-  bench v124M-alibi 70 --size 124M --device cuda --impls mds --timeout 45 \
+  vbench v124M-timing0 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args "$fusions --timing-log-level 0"
+  vbench v124M-flash-attention 70 --size 124M --device cuda --impls mds --timeout 45 --mds-args "--attention-backend flash"
+  vbench v124M-alibi 70 --size 124M --device cuda --impls mds --timeout 45 \
     --mds-args "--position-embedding-type alibi $prof --profile-step-start 26 --profile-step-end 28"
-  bench v1.5B-profile 70 --size 1.5B --device cuda --impls mds --steps 8 --warmup 3 --timeout 60 \
+  vbench v1.5B-profile 70 --size 1.5B --device cuda --impls mds --steps 8 --warmup 3 --timeout 60 \
     --mds-args "$prof --profile-step-start 4 --profile-step-end 6"
+  # What is left at 1.5B with the four fusions.
+  vbench v1.5B-fusions-profile 70 --size 1.5B --device cuda --impls mds --steps 8 --warmup 3 --timeout 60 \
+    --mds-args "$fusions $prof --profile-step-start 4 --profile-step-end 6"
   finish "$failed"
 fi
 mds_args=()

@@ -14,7 +14,8 @@
 namespace mds::trainer {
 namespace {
 
-// A device copy of `bytes` bytes at `data` (a synchronous upload: done once, or when a gradient moved).
+// A device copy of `bytes` bytes at `data` (a synchronous upload: done once, or when a gradient moved). A tensor
+// of bytes whatever `data` holds: read it back through an untyped pointer (a typed accessor checks the dtype).
 at::Tensor upload(const void* data, std::size_t bytes, const at::Device& device) {
     auto host = at::empty({static_cast<std::int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
     if (bytes > 0) std::memcpy(host.data_ptr(), data, bytes);
@@ -180,7 +181,7 @@ at::Tensor FusedAdam::grad_sumsq(float grad_scale) {
             kernels::adam_grad_sumsq_cuda(static_cast<const kernels::AdamTensor*>(norm_.dev_table.const_data_ptr()), n,
                                           static_cast<const kernels::AdamChunk*>(norm_.dev_chunks.const_data_ptr()),
                                           static_cast<std::int64_t>(norm_.chunks.size()),
-                                          norm_.dev_first.const_data_ptr<std::int64_t>(), grad_scale,
+                                          static_cast<const std::int64_t*>(norm_.dev_first.const_data_ptr()), grad_scale,
                                           chunk_sums_.data_ptr<double>(), sumsq.data_ptr<double>(), stream);
 #else
             (void)stream;

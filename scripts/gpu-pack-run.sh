@@ -41,7 +41,8 @@
 # --bias-grad-fusion, no timers, its profile, --attention-backend flash, ALiBi; see the plan below), the four
 # fusions beside llm.c too (its build overlaps the tests as above): up to 10 minutes. MDS_GPU_VARIANTS="NAME ...":
 # only the variants named (v124M, v124M-ce-fusion, v124M-fusions, v124M-profile, v1.5B, v1.5B-fusions,
-# v124M-timing0, v124M-flash-attention, v124M-alibi, v1.5B-profile, v1.5B-fusions-profile).
+# v124M-timing0, v124M-flash-attention, v124M-alibi, v1.5B-profile, v1.5B-fusions-profile; test_train_gpu_parallel
+# too, which the variants plan otherwise leaves out).
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
@@ -226,7 +227,7 @@ bench() {  # bench NAME LIMIT ARGS...
 }
 # MDS_GPU_PLAN=variants: after the gpu tests, mds-train's variants beside PyTorch eager (no torch.compile), in the
 # order of what they decide, since the budget may end the list: the default (LibTorch 2.11 picks cuDNN's attention
-# on an H200), the fused cross entropy, all four fusions (cross entropy, Adam step, LayerNorm backward, bias
+# on an H200; the four fusions are on by default on a GPU since 2026-11-30), the fused cross entropy, all four fusions (cross entropy, Adam step, LayerNorm backward, bias
 # gradients) beside llm.c (built during the tests: the issue's goal, mds >= llm.c, in the same call), the profile
 # with them at 124M (kernels by time, host synchronisations; its trace comes back as trace-124M.json.gz), 1.5B
 # without and with them (beside llm.c), no timers (--timing-log-level 0), FlashAttention instead, ALiBi, the 1.5B
@@ -237,6 +238,9 @@ if [[ $plan == variants && $dry != 1 ]]; then
     [[ -z ${MDS_GPU_VARIANTS:-} || " $MDS_GPU_VARIANTS " == *" $1 "* ]] || return 0
     bench "$@"
   }
+  # MDS_GPU_VARIANTS may name test_train_gpu_parallel too: run first (the fusions, on by default, under TP / PP).
+  [[ " ${MDS_GPU_VARIANTS:-} " == *" test_train_gpu_parallel "* && -f $pack/tests/gpu/test_train_gpu_parallel.py ]] &&
+    run_test "$pack/tests/gpu/test_train_gpu_parallel.py"
   prof="--profile --use-pytorch-profiler --tensorboard-dir $work/prof"
   prof124="--profile --use-pytorch-profiler --tensorboard-dir $work/prof-124M"
   vbench v124M 150 --size 124M --device cuda --impls mds,eager --timeout 100

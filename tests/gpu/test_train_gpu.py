@@ -6,7 +6,9 @@ same losses as ATen's cross entropy (fp32: to 1e-5; bf16: the first loss to 1e-4
 the unfused bf16 losses (to 1e-2 relative after the first step), --layernorm-backward-fusion's ATen's LayerNorm's
 (fp32: to 1e-5), --bias-grad-fusion's autograd's (fp32: to 1e-5), bf16 / fp16 with ALiBi and
 activation recomputation train on the GPU with the loss falling; a GPU checkpoint (saved at --exit-interval)
-holds the CUDA generator state and resumes on the GPU, and on the CPU with --no-load-rng."""
+holds the CUDA generator state and resumes on the GPU, and on the CPU with --no-load-rng. On a GPU the four
+fusions are on by default (docs/mds-train.md#fused-kernels): each comparison above runs the others off (--no-X),
+and the default bf16 run names the four and stays close to the unfused one."""
 import os
 import re
 import subprocess
@@ -24,7 +26,16 @@ if not os.path.exists(TRAIN):
     sys.exit(77)
 
 
-def train(data, device, extra=()):
+FUSIONS = ["--cross-entropy-loss-fusion", "--adam-step-fusion", "--layernorm-backward-fusion", "--bias-grad-fusion"]
+UNFUSED = ["--no-" + f[2:] for f in FUSIONS]
+
+
+def only(flag):
+    """`flag` on, the other fusions off."""
+    return [flag, *(u for u in UNFUSED if u != "--no-" + flag[2:])]
+
+
+def train(data, device, extra=(), log=None):
     args = [TRAIN, *data, "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64",
             "--max-position-embeddings", "64", "--micro-batch-size", "4", "--global-batch-size", "8", "--train-iters", "8",
             "--lr", "1e-3", "--log-interval", "1", "--eval-iters", "0", "--hidden-dropout", "0", "--attention-dropout", "0",
@@ -35,6 +46,8 @@ def train(data, device, extra=()):
         sys.exit(77)
     if r.returncode != 0:
         raise SystemExit(f"FAIL: {' '.join(args)}: {r.stderr[-1500:]}")
+    if log is not None:
+        log.append(r.stderr)
     return [float(x) for x in re.findall(r"\| lm loss: (\S+) \|", r.stdout)]
 
 
@@ -56,7 +69,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         prefix, vocab, merges = tiny_dataset.make(tmp, BIN, SOURCE, 1000)
         data = ["--data-path", prefix, "--vocab-file", vocab, "--merge-file", merges, "--split", "90,8,2"]
-        gpu = train(data, "cuda")
+        gpu = train(data, "cuda", UNFUSED)
         cpu = train(data, "cpu")
         bad = [(i + 1, g, c) for i, (g, c) in enumerate(zip(gpu, cpu)) if abs(g - c) > 1e-4 * abs(c)]
         print(f"fp32 cuda {gpu}\nfp32 cpu  {cpu}")
@@ -65,39 +78,50 @@ def main():
             return 1
         # --cross-entropy-loss-fusion (kernels/cross_entropy.cu): fp32, the same losses as ATen's cross entropy to
         # fp32 rounding; bf16, the same first loss (the same bf16 logits, fp32 math) and a run that stays close.
-        fused = train(data, "cuda", ["--cross-entropy-loss-fusion"])
+        fused = train(data, "cuda", only("--cross-entropy-loss-fusion"))
         print(f"fp32 cuda fused {fused}")
         bad = [(i + 1, f, g) for i, (f, g) in enumerate(zip(fused, gpu)) if abs(f - g) > 1e-5 * abs(g)]
         if len(fused) != 8 or bad:
             print(f"FAIL: --cross-entropy-loss-fusion changes the fp32 losses on cuda: {bad}")
             return 1
-        bf16 = train(data, "cuda", ["--bf16"])
-        bf16_fused = train(data, "cuda", ["--bf16", "--cross-entropy-loss-fusion"])
+        bf16 = train(data, "cuda", ["--bf16", *UNFUSED])
+        bf16_fused = train(data, "cuda", ["--bf16", *only("--cross-entropy-loss-fusion")])
         print(f"bf16 cuda {bf16}\nbf16 cuda fused {bf16_fused}")
         if not stays_close(bf16_fused, bf16, 1e-4, 2e-2):
             print("FAIL: --cross-entropy-loss-fusion in bf16 on cuda strays from the unfused losses")
             return 1
         # --adam-step-fusion (kernels/adam.cu): the first loss is before any step, so equal; the rest close (the
         # same update to fp32 rounding, bf16 weights rounded from nearly equal masters).
-        adam_fused = train(data, "cuda", ["--bf16", "--adam-step-fusion"])
+        adam_fused = train(data, "cuda", ["--bf16", *only("--adam-step-fusion")])
         print(f"bf16 cuda adam-step-fusion {adam_fused}")
         if not stays_close(adam_fused, bf16, 1e-6, 1e-2):
             print("FAIL: --adam-step-fusion in bf16 on cuda strays from the unfused losses")
             return 1
         # --layernorm-backward-fusion (kernels/layer_norm.cu): fp32, ATen's losses to fp32 rounding; bf16, the same
         # first loss (the same forward) and a run that stays close.
-        ln = train(data, "cuda", ["--layernorm-backward-fusion"])
-        bf16_ln = train(data, "cuda", ["--bf16", "--layernorm-backward-fusion"])
+        ln = train(data, "cuda", only("--layernorm-backward-fusion"))
+        bf16_ln = train(data, "cuda", ["--bf16", *only("--layernorm-backward-fusion")])
         print(f"fp32 cuda layernorm-backward-fusion {ln}\nbf16 cuda layernorm-backward-fusion {bf16_ln}")
         if not stays_close(ln, gpu, 1e-6, 1e-5) or not stays_close(bf16_ln, bf16, 1e-6, 2e-2):
             print("FAIL: --layernorm-backward-fusion on cuda strays from ATen's LayerNorm's losses")
             return 1
         # --bias-grad-fusion (kernels/bias_grad.cu): the same forward; fp32 gradients to fp32 rounding.
-        bg = train(data, "cuda", ["--bias-grad-fusion"])
-        bf16_bg = train(data, "cuda", ["--bf16", "--bias-grad-fusion"])
+        bg = train(data, "cuda", only("--bias-grad-fusion"))
+        bf16_bg = train(data, "cuda", ["--bf16", *only("--bias-grad-fusion")])
         print(f"fp32 cuda bias-grad-fusion {bg}\nbf16 cuda bias-grad-fusion {bf16_bg}")
         if not stays_close(bg, gpu, 1e-6, 1e-5) or not stays_close(bf16_bg, bf16, 1e-6, 2e-2):
             print("FAIL: --bias-grad-fusion on cuda strays from autograd's bias gradients' losses")
+            return 1
+        # The default on a GPU: the four fusions, named on stderr; the losses those of the unfused run, closely.
+        log = []
+        default = train(data, "cuda", ["--bf16"], log)
+        print(f"bf16 cuda default {default}")
+        named = re.search(r"fused kernels on cuda:0 by default: (.*) \(", log[0])
+        if not named or named.group(1).split() != FUSIONS:
+            print(f"FAIL: the default bf16 run on cuda does not name the four fusions: {named and named.group(0)}")
+            return 1
+        if not stays_close(default, bf16, 1e-4, 2e-2):
+            print("FAIL: the default (fused) bf16 run on cuda strays from the unfused losses")
             return 1
         for flags in (["--bf16", "--position-embedding-type", "alibi", "--embed-layernorm", "--checkpoint-activations"],
                       ["--fp16", "--initial-loss-scale", "4096"]):

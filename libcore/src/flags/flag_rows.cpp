@@ -316,7 +316,12 @@ void optimizer_rows(std::vector<FlagRow>& t) {
                          "CPU; partitioned over the data-parallel ranks, each rank its own part; --bf16, not with "
                          "--cpu-optimizer",
                  .slot = MDS_SLOT(optimizer.adam_step_fusion),
-                 .doc = "(mds only; the same update as the unfused step to fp32 rounding; off by default)"});
+                 .doc = "(mds only; the same update as the unfused step to fp32 rounding; on by default on a GPU where "
+                        "it applies, off on the CPU: docs/mds-train.md#fused-kernels)"});
+    t.push_back({.names = "--no-adam-step-fusion", .group = g,
+                 .help = "Turn off --adam-step-fusion, which mds-train turns on by itself on a GPU where it applies",
+                 .slot = MDS_SLOT(optimizer.adam_step_fusion), .store = false,
+                 .doc = "(mds only; docs/mds-train.md#fused-kernels)"});
     t.push_back({.names = "--sgd-momentum", .group = g,
                  .help = "SGD momentum (accepted for compatibility; no effect in mds)", .status = FlagStatus::NoEffect,
                  .why = "read only by --optimizer sgd, which mds refuses", .key = "sgd_momentum", .bmd_value = "0.9",
@@ -398,21 +403,36 @@ void precision_rows(std::vector<FlagRow>& t) {
                          "backward writes their gradient directly): mds's CUDA kernels on a GPU, their CPU reference on "
                          "the CPU; fp32 or bf16, one tensor-parallel rank",
                  .slot = MDS_SLOT(model.cross_entropy_loss_fusion),
-                 .doc = "(mds only; Megatron-LM's flag; the loss equals the unfused one to fp32 rounding; off by default)"});
+                 .doc = "(mds only; Megatron-LM's flag; the loss equals the unfused one to fp32 rounding; on by default "
+                        "on a GPU where it applies, off on the CPU: docs/mds-train.md#fused-kernels)"});
+    t.push_back({.names = "--no-cross-entropy-loss-fusion", .group = g,
+                 .help = "Turn off --cross-entropy-loss-fusion, which mds-train turns on by itself on a GPU where it applies",
+                 .slot = MDS_SLOT(model.cross_entropy_loss_fusion), .store = false,
+                 .doc = "(mds only; docs/mds-train.md#fused-kernels)"});
     // mds's own (kernels/layer_norm.h); BMD's LayerNorm is apex's MixedFusedLayerNorm, forward and backward.
     t.push_back({.names = "--layernorm-backward-fusion", .group = g,
                  .help = "LayerNorm's backward in one pass over the rows (the input's gradient, and the weight's and "
                          "bias's as per-block sums added in a fixed order; ATen's forward): mds's CUDA kernels on a GPU, "
                          "their CPU reference on the CPU; fp32 or bf16",
                  .slot = MDS_SLOT(model.layernorm_backward_fusion),
-                 .doc = "(mds only; the same gradients as ATen's LayerNorm to fp32 rounding; off by default)"});
+                 .doc = "(mds only; the same gradients as ATen's LayerNorm to fp32 rounding; on by default on a GPU "
+                        "where it applies, off on the CPU: docs/mds-train.md#fused-kernels)"});
+    t.push_back({.names = "--no-layernorm-backward-fusion", .group = g,
+                 .help = "Turn off --layernorm-backward-fusion, which mds-train turns on by itself on a GPU where it applies",
+                 .slot = MDS_SLOT(model.layernorm_backward_fusion), .store = false,
+                 .doc = "(mds only; docs/mds-train.md#fused-kernels)"});
     // mds's own (kernels/bias_grad.h); BMD's bias gradients are autograd's sums (or apex's fused dense).
     t.push_back({.names = "--bias-grad-fusion", .group = g,
                  .help = "The blocks' Linear bias gradients as column sums in one pass over the output gradient (per-slab "
                          "sums added in a fixed order; ATen's matrix products for the rest): mds's CUDA kernels on a GPU, "
                          "their CPU reference on the CPU; fp32 or bf16",
                  .slot = MDS_SLOT(model.bias_grad_fusion),
-                 .doc = "(mds only; the same gradients as autograd's to fp32 rounding; off by default)"});
+                 .doc = "(mds only; the same gradients as autograd's to fp32 rounding; on by default on a GPU where it "
+                        "applies, off on the CPU: docs/mds-train.md#fused-kernels)"});
+    t.push_back({.names = "--no-bias-grad-fusion", .group = g,
+                 .help = "Turn off --bias-grad-fusion, which mds-train turns on by itself on a GPU where it applies",
+                 .slot = MDS_SLOT(model.bias_grad_fusion), .store = false,
+                 .doc = "(mds only; docs/mds-train.md#fused-kernels)"});
 }
 
 void logging_rows(std::vector<FlagRow>& t) {

@@ -35,14 +35,16 @@ std::string operands(const std::vector<at::Tensor>& params, const char* part) {
 
 }  // namespace
 
-std::string fused_adam_unsupported(const at::Tensor& p) {
-    if (p.scalar_type() != at::kBFloat16) return std::string("a bf16 model only, not ") + c10::toString(p.scalar_type());
-    if (!p.is_cuda() && !p.is_cpu()) return "CPU or CUDA devices only, not " + p.device().str();
+std::string fused_adam_unsupported(const c10::Device& device, c10::ScalarType dtype) {
+    if (dtype != at::kBFloat16) return std::string("a bf16 model only, not ") + c10::toString(dtype);
+    if (!device.is_cuda() && !device.is_cpu()) return "CPU or CUDA devices only, not " + device.str();
 #ifndef MDS_HAVE_CUDA_KERNELS
-    if (p.is_cuda()) return model::kBuiltWithoutCudaKernels;
+    if (device.is_cuda()) return model::kBuiltWithoutCudaKernels;
 #endif
     return {};
 }
+
+std::string fused_adam_unsupported(const at::Tensor& p) { return fused_adam_unsupported(p.device(), p.scalar_type()); }
 
 FusedAdam::FusedAdam(std::vector<at::Tensor> params, std::vector<FusedAdamSlice> slices)
     : params_(std::move(params)), slices_(std::move(slices)) {

@@ -16,6 +16,8 @@ namespace mds::trainer {
 // Empty when the fused step can update a model whose first parameter is `p`, else why not (a dtype other than
 // bf16, a device other than the CPU or CUDA, CUDA without kernels/ built).
 std::string fused_adam_unsupported(const at::Tensor& p);
+// The same for a model of `dtype` on `device`.
+std::string fused_adam_unsupported(const c10::Device& device, c10::ScalarType dtype);
 
 // What one entry of the update covers: elements [offset, offset + length) of parameter `param`'s flat view (all of
 // it unpartitioned, a ZeRO fragment partitioned), with its fp32 master and moments of `length` elements each.

@@ -52,6 +52,7 @@
 #include "mds/trainer/step_profiler.h"
 #include "mds/trainer/stop_conditions.h"
 #include "mds/trainer/trainer.h"
+#include "fusions.h"
 #include "metrics_log.h"
 
 namespace mds::ckpt {
@@ -236,6 +237,7 @@ private:
     // ---- model ----
     std::int64_t vocab_ = 0, padded_ = 0;
     model::GptConfig cfg_;
+    Fusions fusions_;  // the fused kernels in effect (fusions.h): the flags, or on by default on a GPU
     model::TensorParallel tp_;
     model::PipelineStage stage_;
     int prev_stage_ = -1, next_stage_ = -1;  // neighbours in the pipeline (global ranks)

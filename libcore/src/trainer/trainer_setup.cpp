@@ -72,9 +72,7 @@ model::GptConfig model_config(const flags::TrainArgs& args, std::int64_t padded_
     if (m.glu_activation) c.glu = model::glu_from_name(*m.glu_activation);
     c.residual_post_layernorm = m.apply_residual_connection_post_layernorm;
     c.fp32_residual = m.fp32_residual_connection;
-    c.cross_entropy_fusion = m.cross_entropy_loss_fusion;
-    c.layernorm_backward_fusion = m.layernorm_backward_fusion;
-    c.bias_grad_fusion = m.bias_grad_fusion;
+    // The fused kernels: setup_model, from fusions_for (the flags, or on by default on a GPU).
     c.checkpoint_activations = m.checkpoint_activations;
     c.checkpoint_num_layers = m.checkpoint_num_layers;
     c.precision = args.optimizer.fp16 ? model::Precision::FP16 : args.optimizer.bf16 ? model::Precision::BF16 : model::Precision::FP32;
@@ -293,6 +291,16 @@ void Trainer::setup_model() {
          " dummy tokens (new size: " + std::to_string(padded_) + ")");
 
     cfg_ = model_config(args_, padded_);
+    std::vector<std::string> by_default;
+    fusions_ = fusions_for(args_, device_, &by_default);
+    cfg_.cross_entropy_fusion = fusions_.cross_entropy;
+    cfg_.layernorm_backward_fusion = fusions_.layernorm_backward;
+    cfg_.bias_grad_fusion = fusions_.bias_grad;
+    if (!by_default.empty()) {
+        std::string flags;
+        for (const auto& f : by_default) flags += " " + f;
+        info("fused kernels on " + device_.str() + " by default:" + flags + " (each turned off by its --no- form)");
+    }
     at::manual_seed(static_cast<std::uint64_t>(args_.seed) + 100 * static_cast<std::uint64_t>(pp_rank_));  // _set_random_seed
     if (tp_size_ > 1) {
         tp_.rank = comm_->coordinates().tp;
@@ -436,7 +444,9 @@ void Trainer::setup_optimizer() {
         info("bf16: gradients accumulated over the micro batches and all-reduced in fp32 (" +
              std::to_string(main_grads_->flat().numel()) + " fp32 main gradients)");
     }
-    optimizer_ = std::make_unique<AdamOptimizer>(model_->parameters(), args_.optimizer, partition_states ? comm_.get() : nullptr,
+    auto optimizer_config = args_.optimizer;
+    optimizer_config.adam_step_fusion = fusions_.adam_step;
+    optimizer_ = std::make_unique<AdamOptimizer>(model_->parameters(), optimizer_config, partition_states ? comm_.get() : nullptr,
                                                  args_.parallel.host_optimizer(), main_grads_.get());
     if (optimizer_->offloaded())
         info("optimizer offload: fp32 master weights, Adam moments and the step in host memory (--cpu-optimizer / "

@@ -1,7 +1,9 @@
 // --adam-step-fusion on the CPU (trainer/fused_adam.cpp running kernels/adam_ref.cpp): a bf16 model's steps give
 // the unfused optimizer's gradient norms, zero counts, masters, moments and weights to fp32 rounding, skip a
 // non-finite step alike, resume from a checkpoint's state alike; models and set-ups it cannot update are refused;
-// the update over ZeRO-1's fragments (slices) is the update over the whole parameters on those elements.
+// the update over ZeRO-1's fragments (slices) is the update over the whole parameters on those elements. Which
+// fused kernels a run gets by default (trainer/fusions.h): on a GPU where they apply, never on the CPU, the flags
+// deciding when given either way.
 #include <doctest/doctest.h>
 
 // After doctest: LibTorch defines its own CHECK (glog style), so this file spells DOCTEST_CHECK.
@@ -13,6 +15,9 @@
 #include <vector>
 
 #include "../../../libcore/src/trainer/fused_adam.h"  // private to the trainer area
+#include "../../../libcore/src/trainer/fusions.h"
+#include "mds/flags/train_args.h"
+#include "mds/model/fused_layer_norm.h"
 #include "adam_support.h"
 #include "mds/model/gpt_model.h"
 #include "mds/trainer/optimizer.h"
@@ -223,4 +228,54 @@ TEST_CASE("adam step fusion: slices of the parameters update exactly their eleme
     bad[3].exp_avg = at::zeros({7});
     DOCTEST_CHECK_THROWS_WITH(FusedAdam(sliced_p, bad),
                               "fused Adam step: slice 3 (parameter 2): its states are not contiguous fp32 tensors of its size on its device");
+}
+
+namespace {
+
+mds::flags::TrainArgs parse_fusion_flags(std::vector<std::string> argv) {
+    mds::flags::TrainArgs args;
+    CLI::App app("mds-train");
+    mds::flags::add_train_flags(app, args);
+    argv.insert(argv.begin(), "mds-train");
+    std::vector<char*> ptrs;
+    for (auto& a : argv) ptrs.push_back(a.data());
+    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
+    return args;
+}
+
+std::string fusion_list(const Fusions& f) {
+    return std::string(f.cross_entropy ? "ce " : "") + (f.adam_step ? "adam " : "") + (f.layernorm_backward ? "ln " : "") +
+           (f.bias_grad ? "bias" : "");
+}
+
+}  // namespace
+
+TEST_CASE("fused kernels by default: on a GPU where they apply, off on the CPU, the flags deciding when given") {
+    const c10::Device cpu(at::kCPU), gpu(at::kCUDA, 0);
+    // A build without kernels/'s CUDA code (the sanitizer build) turns none on, on a GPU too.
+    const bool kernels = mds::model::fused_layer_norm_unsupported(gpu, at::kBFloat16).empty();
+    const std::string all = kernels ? "ce adam ln bias" : "";
+    std::vector<std::string> by_default;
+    DOCTEST_CHECK(fusion_list(fusions_for(parse_fusion_flags({"--bf16"}), cpu, &by_default)).empty());
+    DOCTEST_CHECK(by_default.empty());
+
+    DOCTEST_CHECK(fusion_list(fusions_for(parse_fusion_flags({"--bf16"}), gpu, &by_default)) == all);
+    if (kernels)
+        DOCTEST_CHECK(by_default == std::vector<std::string>{"--cross-entropy-loss-fusion", "--adam-step-fusion",
+                                                             "--layernorm-backward-fusion", "--bias-grad-fusion"});
+    // fp32: the Adam step is bf16's only; fp16: none of the four takes it.
+    DOCTEST_CHECK(fusion_list(fusions_for(parse_fusion_flags({}), gpu)) == (kernels ? "ce ln bias" : ""));
+    DOCTEST_CHECK(fusion_list(fusions_for(parse_fusion_flags({"--fp16"}), gpu)).empty());
+    // The cross entropy over a vocabulary split between tensor-parallel ranks, the Adam step offloaded: unfused.
+    DOCTEST_CHECK(fusion_list(fusions_for(parse_fusion_flags({"--bf16", "--tensor-model-parallel-size", "2"}), gpu)) ==
+                  (kernels ? "adam ln bias" : ""));
+    DOCTEST_CHECK(fusion_list(fusions_for(parse_fusion_flags({"--bf16", "--cpu-optimizer"}), gpu)) ==
+                  (kernels ? "ce ln bias" : ""));
+    // --no-X turns one off; --X given is kept as given, on the CPU too (where the references run).
+    by_default.clear();
+    DOCTEST_CHECK(fusion_list(fusions_for(parse_fusion_flags({"--bf16", "--no-adam-step-fusion", "--no-bias-grad-fusion"}),
+                                          gpu, &by_default)) == (kernels ? "ce ln " : ""));
+    DOCTEST_CHECK(by_default.size() == (kernels ? 2u : 0u));
+    DOCTEST_CHECK(fusion_list(fusions_for(parse_fusion_flags({"--bf16", "--adam-step-fusion"}), cpu)) == "adam ");
+    DOCTEST_CHECK(fusion_list(fusions_for(parse_fusion_flags({"--layernorm-backward-fusion"}), cpu)) == "ln ");
 }

@@ -16,8 +16,8 @@ on in the `dropout-*` cases, where the curves agree only if the RNG states trave
   - mds-train trains 20 iterations saving at 10; the real program resumes that save and must give mds's
     iterations 11..20 (relative 1e-5);
   - mds-train's iteration line has the real program's fields in the same order (then its own), its log the real
-    program's start-up timer lines (load-checkpoint; model-and-optimizer-setup, data iterators) and parameter
-    estimates (the same numbers), and its TensorBoard
+    program's start-up timer lines (load-checkpoint; model-and-optimizer-setup, data iterators), parameter
+    estimates (the same numbers) and pretrain()'s milestones ("training ...", the datetime lines), and its TensorBoard
     folder every scalar the real program writes and its args as text with the same values (paths and progress
     aside);
   - the first launch of each side finds no checkpoint folder at --load (a missing folder: the first job of a
@@ -39,6 +39,7 @@ Runs: `MDS_BIN=build/bin .venv/bin/python tests/crosscheck/test_bmd_resume.py [p
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -231,11 +232,16 @@ def same_line_fields(name, mds, real):
         print(f"  {name}: the iteration line has the real program's {len(want)} fields in order, then {got[len(want):]}")
 
 
+DATETIME = re.compile(r"\[(.+)\] datetime: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d $")
+
+
 def startup_lines(run):
     """Before the run's first iteration line: the timer names of each "time (ms) | name: ms | ..." line, in order
-    ([["load-checkpoint"], ["model-and-optimizer-setup", "train/valid/test-data-iterators-setup"]]), and the
-    "estimated model parameters..." lines whole."""
-    timers, estimates = [], []
+    ([["load-checkpoint"], ["model-and-optimizer-setup", "train/valid/test-data-iterators-setup"]]), the
+    "estimated model parameters..." lines whole; and pretrain()'s milestones in order, from texts without
+    iteration lines (mds-train's stderr) to their end: "time to initialize megatron", each print_datetime line's
+    bracketed text (its format checked: local time, trailing space), "done with setup ...", "training ..."."""
+    timers, estimates, milestones = [], [], []
     for text in run.logs:
         for line in text.splitlines():
             if line.lstrip().startswith("iteration ") and "| consumed samples:" in line:
@@ -245,19 +251,29 @@ def startup_lines(run):
             info = line.removeprefix("mds-train: ")  # mds-train's info lines (stderr) name the tool
             if info.startswith("estimated model parameters"):
                 estimates.append(info.strip())
-    return timers, estimates
+            # The real program's value can be negative: it rounds the start time through a float32 tensor.
+            if re.fullmatch(r"time to initialize megatron \(seconds\): -?\d+\.\d{3}", info):
+                milestones.append("time to initialize megatron")
+            elif m := DATETIME.fullmatch(info):
+                milestones.append(m.group(1))
+            elif info in ("done with setup ...", "training ..."):
+                milestones.append(info)
+    return timers, estimates, milestones
 
 
 def same_startup_lines(name, mds, real):
     """mds-train prints the real program's start-up timer lines (pretrain()'s and the checkpoint load's), in its
-    order, before the first iteration line (scripts that read the set-up time from main_log.txt find them), and its
-    parameter estimates with the same numbers."""
-    (got, got_estimates), (want, want_estimates) = startup_lines(mds), startup_lines(real)
+    order, before the first iteration line (scripts that read the set-up time from main_log.txt find them), its
+    parameter estimates with the same numbers, and pretrain()'s milestone lines in the same sequence."""
+    (got, got_estimates, got_milestones), (want, want_estimates, want_milestones) = startup_lines(mds), startup_lines(real)
     if check(want and got == want, f"{name}: start-up timer lines {got}, the real program's {want}"):
         print(f"  {name}: the real program's start-up timer lines {want}")
     if check(len(want_estimates) == 2 and got_estimates == want_estimates,
              f"{name}: parameter estimates {got_estimates}, the real program's {want_estimates}"):
         print(f"  {name}: the real program's {want_estimates}")
+    if check(len(want_milestones) >= 6 and got_milestones == want_milestones,
+             f"{name}: start-up milestones {got_milestones}, the real program's {want_milestones}"):
+        print(f"  {name}: the real program's start-up milestones {want_milestones}")
 
 
 def tensorboard_tags(run):

@@ -7,6 +7,7 @@
 
 #include "mds/trainer/sample_map.h"    // drop_skip_ranges_before
 #include "mds/trainer/stop_signals.h"  // stop_signal_received
+#include "mds/util/text.h"  // python_float_repr
 #include "mds/util/tool.h"  // print_info
 #include "trainer_loop.h"
 
@@ -37,6 +38,7 @@ RunSummary Trainer::train() {
     if (stop == Stop::Continue) stop = iteration_ < train_iters_ ? Stop::Continue : Stop::Finished;
     // --skip-train-iteration-range: BMD drops the ranges that end before the resumed iteration.
     drop_skip_ranges_before(skip_ranges_, iteration_);
+    if (stop == Stop::Continue) info_datetime("before the start of training step");
     while (stop == Stop::Continue) {
         skip_data_if_due();
         if (profiler_) profiler_->before_step(iteration_);
@@ -87,28 +89,28 @@ void Trainer::leave(Stop stop) {
         finish_save();
         return;
     case Stop::KillSwitch:
-        info("Detected kill switch at " + args_.exit.kill_switch_path + ". Exiting");
+        info_datetime("Detected kill switch at " + args_.exit.kill_switch_path + ". Exiting");
         return;
     case Stop::ExitDuration:
         save();
         finish_save();  // the exit waits for the checkpoint's files
-        info("exiting program after " + std::to_string(stop_inputs_.minutes) + " minutes");
+        info_datetime("exiting program after " + python_float_repr(stop_inputs_.minutes) + " minutes");
         return;
     case Stop::ExitInterval:
         save();
         finish_save();  // the exit waits for the checkpoint's files
-        info("exiting program at iteration " + std::to_string(iteration_));
+        info_datetime("exiting program at iteration " + std::to_string(iteration_));
         return;
     case Stop::ExitIteration:
         save();
         finish_save();  // the exit waits for the checkpoint's files
-        info("exiting program at iteration " + std::to_string(iteration_) + " (--exit-iteration " +
+        info_datetime("exiting program at iteration " + std::to_string(iteration_) + " (--exit-iteration " +
              std::to_string(*args_.exit.exit_iteration) + ")");
         return;
     case Stop::ExitSamples:
         save();
         finish_save();  // the exit waits for the checkpoint's files
-        info("exiting program at iteration " + std::to_string(iteration_) + ": " + std::to_string(consumed_) +
+        info_datetime("exiting program at iteration " + std::to_string(iteration_) + ": " + std::to_string(consumed_) +
              " consumed samples reach --exit-samples " + std::to_string(*args_.exit.exit_samples));
         return;
     }
@@ -116,6 +118,7 @@ void Trainer::leave(Stop stop) {
 
 void Trainer::end_of_training(Stop stop) {
     if (stop == Stop::Finished) {
+        info_datetime("after training is done");
         if (do_valid_) evaluate_valid("the end of training for val data");
         if (iteration_ != 0) save();
         for (auto& t : test_sets_) (void)evaluate("the end of training for test data", t, true);

@@ -185,6 +185,8 @@ private:
     void log_stragglers(std::int64_t total_iters);
 
     void info(const std::string& m) const;  // rank 0 prints (print_rank_0)
+    // BMD's print_datetime from rank 0: "[what] datetime: 2026-11-30 23:59:59 " (local time, its trailing space).
+    void info_datetime(const std::string& what) const;
     void sync_tp_duplicated_parameters();
     PipelineStep pipeline_step(const BatchSource& source, const PretrainingSampler& order, std::int64_t first_sample,
                                std::int64_t nmb, std::int64_t seqlen);

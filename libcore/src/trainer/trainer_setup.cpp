@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>  // std::getenv (MDS_DUMP_BATCHES)
 #include <cstring>
+#include <ctime>  // print_datetime's local time
 #include <filesystem>
 #include <string>
 #if defined(__GLIBC__)
@@ -125,6 +126,11 @@ Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock:
     : args_(with_weighted_split_files(args)), options_(options), process_start_(process_start) {
     check_args();
     setup_launch();
+    // pretrain()'s start-up lines, in its order (scripts watching main_log.txt wait for "training ...").
+    char init_seconds[32];
+    std::snprintf(init_seconds, sizeof init_seconds, "%.3f", seconds_since(process_start_));
+    info(std::string("time to initialize megatron (seconds): ") + init_seconds);
+    info_datetime("after megatron is initialized");
     // BMD's pretrain() times its set-up: the model and the optimizer (the checkpoint's load within them), then the
     // data; the last rank prints "time (ms) | load-checkpoint: X" (with --load) and the two set-up timers' line.
     timers_.start("model-and-optimizer-setup");
@@ -149,10 +155,14 @@ Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock:
          python_float_repr(static_cast<double>(model_->parameter_count() * tp_size_ * pp_size_) / 1e9));
     info("estimated model parameters without embeddings: " + python_float_repr(params_no_embeddings_billions_));
     timers_.stop("model-and-optimizer-setup");
+    info_datetime("after model, optimizer, and learning rate scheduler are built");
+    info_datetime("after dataloaders are built");
+    info("done with setup ...");
     if (!args_.checkpoint.load.empty())
         log_timers(timers_, {"load-checkpoint"}, 1.0, args_.logging.timing_log_option, *comm_, log_rank_);
     log_timers(timers_, {"model-and-optimizer-setup", "train/valid/test-data-iterators-setup"}, 1.0,
                args_.logging.timing_log_option, *comm_, log_rank_);
+    info("training ...");
     setup_observers();
     start_ledger();
     const auto ns = tb_ ? std::optional(start_args()) : std::nullopt;  // the writers' (the last rank's)
@@ -164,6 +174,16 @@ Trainer::~Trainer() = default;
 
 void Trainer::info(const std::string& m) const {
     if (info_rank_) print_info(m);
+}
+
+void Trainer::info_datetime(const std::string& what) const {
+    if (!info_rank_) return;
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &local);
+    print_info("[" + what + "] datetime: " + when + " ");
 }
 
 void Trainer::check_args() {

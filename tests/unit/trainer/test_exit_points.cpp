@@ -12,6 +12,7 @@
 #include "mds/model/gpt_model.h"
 #include "mds/trainer/stop_conditions.h"
 #include "tiny_gpt.h"
+#include "train_flags_support.h"
 
 using namespace mds::trainer;
 
@@ -74,18 +75,6 @@ TEST_CASE("exit_point_reached: a run resumed at or past an absolute exit has not
 
 namespace {
 
-mds::flags::TrainArgs parse(std::vector<std::string> argv) {
-    mds::flags::TrainArgs args;
-    CLI::App app("mds-train");
-    mds::flags::add_train_flags(app, args);
-    argv.insert(argv.begin(), "mds-train");
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
-    (void)mds::flags::resolve_train_args(args);
-    return args;
-}
-
 // repr() of the Namespace's save_interval in a checkpoint saved at `iteration`.
 std::string saved_interval(const mds::flags::TrainArgs& args, std::int64_t iteration) {
     const mds::model::GptModel model(tiny_gpt(false), c10::Device(at::kCPU), 42);
@@ -108,7 +97,7 @@ TEST_CASE("megatron_args: save_interval is the int in effect at the saved iterat
     auto with = [&](const std::string& schedule) {
         auto argv = base;
         argv.insert(argv.end(), {"--save-interval", schedule});
-        return parse(argv);
+        return mds::trainer_test::parse_train_flags(argv);
     };
     const auto plain = with("5");
     DOCTEST_CHECK(saved_interval(plain, 5) == "5");

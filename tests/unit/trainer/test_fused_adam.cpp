@@ -23,6 +23,7 @@
 #include "mds/trainer/optimizer.h"
 #include "mds/util/error.h"
 #include "tiny_gpt.h"
+#include "train_flags_support.h"
 
 using namespace mds::trainer;
 using mds::trainer_test::adam_config;
@@ -233,14 +234,7 @@ TEST_CASE("adam step fusion: slices of the parameters update exactly their eleme
 namespace {
 
 mds::flags::TrainArgs parse_fusion_flags(std::vector<std::string> argv) {
-    mds::flags::TrainArgs args;
-    CLI::App app("mds-train");
-    mds::flags::add_train_flags(app, args);
-    argv.insert(argv.begin(), "mds-train");
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
-    return args;
+    return mds::trainer_test::parse_train_flags(std::move(argv), /*resolve=*/false);
 }
 
 std::string fusion_list(const Fusions& f) {

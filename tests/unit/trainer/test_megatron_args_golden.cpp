@@ -18,6 +18,7 @@
 #include "../../../libcore/src/trainer/megatron_args.h"  // private to the trainer area
 #include "mds/model/gpt_model.h"
 #include "tiny_gpt.h"
+#include "train_flags_support.h"
 #include "mds/flags/train_args.h"
 #include "mds/util/files.h"  // remove_tree: std::filesystem::remove_all resolves into libtorch's copy and crashes
 
@@ -28,16 +29,7 @@ namespace {
 const fs::path kGolden = fs::path(__FILE__).parent_path() / "megatron_args_golden.txt";
 
 mds::flags::TrainArgs parse(std::vector<std::string> argv, std::int64_t world_size) {
-    mds::flags::TrainArgs args;
-    CLI::App app("mds-train");
-    mds::flags::add_train_flags(app, args);
-    argv.insert(argv.begin(), "mds-train");
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
-    args.parallel.world_size = world_size;
-    (void)mds::flags::resolve_train_args(args);
-    return args;
+    return mds::trainer_test::parse_train_flags(std::move(argv), true, world_size);
 }
 
 // One line per attribute, "key = repr", mds_version left out (it follows the release).

@@ -11,6 +11,13 @@ namespace {
 // Where TrainArgs keeps a flag: a captureless function, so a row stays a plain value.
 #define MDS_SLOT(member) [](TrainArgs& a) -> FlagSlot { return &a.member; }
 
+// The --no- form of a fused kernel that mds-train turns on by itself on a GPU (trainer/fusions.h).
+FlagRow fusion_off_row(const std::string& flag, const std::string& group, FlagSlot (*slot)(TrainArgs&)) {
+    return {.names = "--no-" + flag.substr(2), .group = group,
+            .help = "Turn off " + flag + ", which mds-train turns on by itself on a GPU where it applies", .slot = slot,
+            .store = false, .doc = "(mds only; docs/mds-train.md#fused-kernels)"};
+}
+
 const std::string kRefused = "Megatron flags not supported";
 const std::vector<std::string> kLogLevels{"debug", "info", "warning", "error", "critical"};
 
@@ -318,10 +325,7 @@ void optimizer_rows(std::vector<FlagRow>& t) {
                  .slot = MDS_SLOT(optimizer.adam_step_fusion),
                  .doc = "(mds only; the same update as the unfused step to fp32 rounding; on by default on a GPU where "
                         "it applies, off on the CPU: docs/mds-train.md#fused-kernels)"});
-    t.push_back({.names = "--no-adam-step-fusion", .group = g,
-                 .help = "Turn off --adam-step-fusion, which mds-train turns on by itself on a GPU where it applies",
-                 .slot = MDS_SLOT(optimizer.adam_step_fusion), .store = false,
-                 .doc = "(mds only; docs/mds-train.md#fused-kernels)"});
+    t.push_back(fusion_off_row("--adam-step-fusion", g, MDS_SLOT(optimizer.adam_step_fusion)));
     t.push_back({.names = "--sgd-momentum", .group = g,
                  .help = "SGD momentum (accepted for compatibility; no effect in mds)", .status = FlagStatus::NoEffect,
                  .why = "read only by --optimizer sgd, which mds refuses", .key = "sgd_momentum", .bmd_value = "0.9",
@@ -405,10 +409,7 @@ void precision_rows(std::vector<FlagRow>& t) {
                  .slot = MDS_SLOT(model.cross_entropy_loss_fusion),
                  .doc = "(mds only; Megatron-LM's flag; the loss equals the unfused one to fp32 rounding; on by default "
                         "on a GPU where it applies, off on the CPU: docs/mds-train.md#fused-kernels)"});
-    t.push_back({.names = "--no-cross-entropy-loss-fusion", .group = g,
-                 .help = "Turn off --cross-entropy-loss-fusion, which mds-train turns on by itself on a GPU where it applies",
-                 .slot = MDS_SLOT(model.cross_entropy_loss_fusion), .store = false,
-                 .doc = "(mds only; docs/mds-train.md#fused-kernels)"});
+    t.push_back(fusion_off_row("--cross-entropy-loss-fusion", g, MDS_SLOT(model.cross_entropy_loss_fusion)));
     // mds's own (kernels/layer_norm.h); BMD's LayerNorm is apex's MixedFusedLayerNorm, forward and backward.
     t.push_back({.names = "--layernorm-backward-fusion", .group = g,
                  .help = "LayerNorm's backward in one pass over the rows (the input's gradient, and the weight's and "
@@ -417,10 +418,7 @@ void precision_rows(std::vector<FlagRow>& t) {
                  .slot = MDS_SLOT(model.layernorm_backward_fusion),
                  .doc = "(mds only; the same gradients as ATen's LayerNorm to fp32 rounding; on by default on a GPU "
                         "where it applies, off on the CPU: docs/mds-train.md#fused-kernels)"});
-    t.push_back({.names = "--no-layernorm-backward-fusion", .group = g,
-                 .help = "Turn off --layernorm-backward-fusion, which mds-train turns on by itself on a GPU where it applies",
-                 .slot = MDS_SLOT(model.layernorm_backward_fusion), .store = false,
-                 .doc = "(mds only; docs/mds-train.md#fused-kernels)"});
+    t.push_back(fusion_off_row("--layernorm-backward-fusion", g, MDS_SLOT(model.layernorm_backward_fusion)));
     // mds's own (kernels/bias_grad.h); BMD's bias gradients are autograd's sums (or apex's fused dense).
     t.push_back({.names = "--bias-grad-fusion", .group = g,
                  .help = "The blocks' Linear bias gradients as column sums in one pass over the output gradient (per-slab "
@@ -429,10 +427,7 @@ void precision_rows(std::vector<FlagRow>& t) {
                  .slot = MDS_SLOT(model.bias_grad_fusion),
                  .doc = "(mds only; the same gradients as autograd's to fp32 rounding; on by default on a GPU where it "
                         "applies, off on the CPU: docs/mds-train.md#fused-kernels)"});
-    t.push_back({.names = "--no-bias-grad-fusion", .group = g,
-                 .help = "Turn off --bias-grad-fusion, which mds-train turns on by itself on a GPU where it applies",
-                 .slot = MDS_SLOT(model.bias_grad_fusion), .store = false,
-                 .doc = "(mds only; docs/mds-train.md#fused-kernels)"});
+    t.push_back(fusion_off_row("--bias-grad-fusion", g, MDS_SLOT(model.bias_grad_fusion)));
 }
 
 void logging_rows(std::vector<FlagRow>& t) {

@@ -17,7 +17,8 @@ on in the `dropout-*` cases, where the curves agree only if the RNG states trave
     iterations 11..20 (relative 1e-5);
   - mds-train's iteration line has the real program's fields in the same order (then its own), its log the real
     program's start-up timer lines (load-checkpoint; model-and-optimizer-setup, data iterators), parameter
-    estimates (the same numbers) and pretrain()'s milestones ("training ...", the datetime lines), and its TensorBoard
+    estimates (the same numbers), pretrain()'s milestones ("training ...", the datetime lines) and parse_args'
+    arguments block (the same lines, paths aside), and its TensorBoard
     folder every scalar the real program writes and its args as text with the same values (paths and progress
     aside);
   - the first launch of each side finds no checkpoint folder at --load (a missing folder: the first job of a
@@ -276,6 +277,34 @@ def same_startup_lines(name, mds, real):
         print(f"  {name}: the real program's start-up milestones {want_milestones}")
 
 
+ARGS_BEGIN = "------------------------ arguments ------------------------"
+ARGS_END = "-------------------- end of arguments ---------------------"
+
+
+def args_block(run):
+    """The run's arguments block (parse_args' _print_args): its lines, header and footer included, from the first
+    text that has one; [] when none does."""
+    for text in run.logs:
+        lines = text.splitlines()
+        if ARGS_BEGIN in lines and ARGS_END in lines:
+            return lines[lines.index(ARGS_BEGIN):lines.index(ARGS_END) + 1]
+    return []
+
+
+def same_args_block(name, mds, real):
+    """mds-train prints the real program's arguments block: the same lines in the same order (keys, dots, values),
+    the run's own paths aside."""
+    want, got = args_block(real), args_block(mds)
+    key = lambda line: line.split()[0]  # noqa: E731
+    specific = [i for i, line in enumerate(want) if line.startswith("  ") and key(line) in RUN_SPECIFIC | KNOWN_VALUE_DIFFERENCES]
+    differ = [(g, w) for i, (g, w) in enumerate(zip(got, want)) if g != w and i not in specific]
+    if check(len(want) > 100 and len(got) == len(want) and not differ,
+             f"{name}: the arguments block differs from the real program's ({len(got)} lines, its {len(want)}): "
+             f"{differ[:5]}"):
+        print(f"  {name}: the real program's arguments block, {len(want) - 2} attributes, "
+              f"{len(want) - 2 - len(specific)} of them with the same value")
+
+
 def tensorboard_tags(run):
     """{tag: value} of the run's TensorBoard folder: each scalar's first value (torch's SummaryWriter of the real
     program writes them as scalar tensors, mds as simple values), and each text's string."""
@@ -399,6 +428,7 @@ def cross_resume(tree, tmp, data, vocab, merges, name, ds):
         compare(f"{name} mds resumes real", m, r1, its, tol=tol)
         same_line_fields(name, m, r1)
         same_startup_lines(name, m, r1)
+        same_args_block(name, m, r1)
         same_tensorboard_tags(name, m, r1)
 
     # mds-train first (no checkpoint folder either), the same way round: the real program resumes its save at 10.

@@ -1,8 +1,11 @@
 #include "megatron_args.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -264,6 +267,41 @@ PyValue megatron_args(const flags::TrainArgs& a, const model::GptModel& model, c
             d.as_dict().set(key, flags::namespace_value(*row, a));
     }
     return instance("argparse", "Namespace", d);
+}
+
+std::vector<std::string> megatron_args_lines(const flags::TrainArgs& a, const model::GptModel& model) {
+    // Not yet on the Namespace when parse_args prints it: pretrain()'s (iteration, the parameter estimate, the
+    // data's prefixes and weights, the DeepSpeed configuration's JSON, do_train / do_valid / do_test), the
+    // tokenizer's padded_vocab_size, pretrain_gpt.py's args_defaults, and mds's own version.
+    static const std::set<std::string> kAfterParse = {
+        "iteration", "parameters_in_billions_no_embedding", "data_prefixes", "data_weights", "deepspeed_configuration",
+        "do_train", "do_valid", "do_test", "padded_vocab_size", "pretrain_causal_attention", "mds_version"};
+    // And their values at parse time where later code changes them: --local_rank as given (the launcher's
+    // environment is read later), the decay lengths as given (the scheduler fills them from the run's length),
+    // gigaflos_no_embeds the int 0 that train() turns into a float.
+    const auto& o = a.optimizer;
+    const std::unordered_map<std::string, PyValue> at_parse = {
+        {"local_rank", a.flags_given.count("--local_rank") > 0 ? optional_int(a.parallel.local_rank) : PyValue::none()},
+        {"lr_decay_iters", optional_int(o.lr_decay_iters)},
+        {"lr_decay_samples", optional_int(o.lr_decay_samples)},
+        {"gigaflos_no_embeds", integer(0)}};
+    const auto ns = megatron_args(a, model, TrainingProgress{});
+    std::vector<std::string> lines;
+    for (const auto& [k, v] : ns.namespace_attributes().items()) {
+        if (k.type() != ckpt::PyType::Str || kAfterParse.count(k.as_str()) > 0) continue;
+        const auto& key = k.as_str();
+        const auto parsed = at_parse.find(key);
+        lines.push_back("  " + key + " " + std::string(key.size() < 48 ? 48 - key.size() : 0, '.') + " " +
+                        python_str(parsed != at_parse.end() ? parsed->second : v));
+    }
+    const auto lower = [](std::string s) {
+        for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return s;
+    };
+    std::stable_sort(lines.begin(), lines.end(), [&](const std::string& x, const std::string& y) { return lower(x) < lower(y); });
+    lines.insert(lines.begin(), "------------------------ arguments ------------------------");
+    lines.push_back("-------------------- end of arguments ---------------------");
+    return lines;
 }
 
 PyValue ds_config(const flags::TrainArgs& a) {

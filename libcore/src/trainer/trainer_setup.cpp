@@ -23,6 +23,7 @@
 #include "mds/trainer/stop_signals.h"  // install_stop_signal_handlers
 #include "mds/flags/train_tokenizer.h"  // load_tokenizer
 #include "mds/util/text.h"  // python_float_repr
+#include "megatron_args.h"  // megatron_args_lines
 #include "mds/observe/gpu_energy.h"  // open_nvml_energy_reader (the GPU's name, for its peak)
 #include "mds/observe/log_line.h"  // py_format_float, format_memory_report
 #include "mds/util/cli.h"  // mds_version
@@ -135,6 +136,10 @@ Trainer::Trainer(const flags::TrainArgs& args, const RunOptions& options, Clock:
     // data; the last rank prints "time (ms) | load-checkpoint: X" (with --load) and the two set-up timers' line.
     timers_.start("model-and-optimizer-setup");
     setup_model();
+    // BMD's arguments block (parse_args prints it first; here once the model that sets rank and the vocabulary
+    // exists): stdout, rank 0, as the real program's.
+    if (info_rank_)
+        for (const auto& line : megatron_args_lines(args_, *model_)) print_line(line);
     timers_.start("load-checkpoint");
     load_weights();
     timers_.stop("load-checkpoint");

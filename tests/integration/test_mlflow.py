@@ -239,11 +239,13 @@ def server_killed(tmp, data, server):
     reader.start()
     lines, killed_at, kill_iter = [], None, None
     last_line_at = None
+    seen_at = {}  # iteration -> when its line arrived (the log's elapsed times round to 10 ms)
     for line in p.stdout:
         lines.append(line)
         m = ITERATION.match(line)
         if m:
             last_line_at = time.time()
+            seen_at[int(m.group(1))] = last_line_at
         if m and killed_at is None and int(m.group(1)) >= 40:
             server.kill()
             killed_at, kill_iter = time.time(), int(m.group(1))
@@ -259,14 +261,17 @@ def server_killed(tmp, data, server):
     before = statistics.median(s for i, s in its if 5 <= i <= kill_iter)
     after = statistics.median(s for i, s in its if i > kill_iter + 2)
     worst_after = max(s for i, s in its if i > kill_iter)
-    expected_rest = before * (its[-1][0] - kill_iter)
+    # The pace before the kill as the lines arrived (this machine's load included), for the iterations after it.
+    pace = (seen_at[kill_iter] - seen_at[5]) / (kill_iter - 5)
+    expected_rest = pace * (its[-1][0] - kill_iter)
     print(f"server killed at iteration {kill_iter}: {before * 1000:.1f} ms/iteration before, {after * 1000:.1f} after "
           f"(slowest {worst_after * 1000:.1f}); {last_line_at - killed_at:.2f} s for the {its[-1][0] - kill_iter} "
           f"iterations left (expected ~{expected_rest:.2f}); exit {end - last_line_at:.2f} s after the last iteration "
           f"(flush timeout {flush} s); total {end - t0:.1f} s")
     check(after <= 2 * before + 0.02, f"iterations slowed down after the kill: {before:.4f} -> {after:.4f} s")
     check(worst_after <= before + 3.0, f"an iteration stalled after the kill: {worst_after:.3f} s")
-    check(last_line_at - killed_at <= 2 * expected_rest + 2, "the iterations after the kill took too long")
+    # Waiting on the dead server would add its timeouts (seconds) per request: far above this bound.
+    check(last_line_at - killed_at <= 3 * expected_rest + 3, "the iterations after the kill took too long")
     check(end - last_line_at <= flush + 5, f"the end waited {end - last_line_at:.1f} s for MLflow (flush {flush} s)")
     check("MLflow: cannot" in err or "MLflow: not everything" in err,
           f"no MLflow warning after the server was killed: {err[-1500:]}")

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <limits>
 #include <utility>
@@ -80,24 +81,38 @@ const std::vector<std::string>& timer_log_order() {
     return order;
 }
 
-Timers::Timers(int log_level, std::function<void()> device_sync)
-    : log_level_(log_level), device_sync_(std::move(device_sync)) {
+Timers::Timers(int log_level, std::function<void()> device_sync, std::shared_ptr<DeviceClock> clock)
+    : log_level_(log_level), device_sync_(std::move(device_sync)), clock_(std::move(clock)) {
     if (log_level < 0 || log_level > 2)
         throw UsageError("--timing-log-level: expected 0, 1 or 2, found " + std::to_string(log_level));
 }
 
 bool Timers::enabled(std::string_view name) const { return timer_level(name) <= log_level_; }
 
-Timers::Timer* Timers::find(std::string_view name) {
+Timers::Timer* Timers::find(std::string_view name) const {
     for (auto& t : timers_)
         if (t.name == name) return &t;
     return nullptr;
 }
 
-const Timers::Timer* Timers::find(std::string_view name) const {
-    for (const auto& t : timers_)
-        if (t.name == name) return &t;
-    return nullptr;
+void Timers::read_marks(Timer& t, bool wait) const {
+    std::size_t done = 0;
+    for (const auto& [from, to] : t.unread) {
+        if (!wait && !clock_->passed(to)) break;  // the marks are in queue order: the later ones neither
+        t.elapsed += clock_->elapsed_ms(from, to) / 1000.0;
+        clock_->release(from);
+        clock_->release(to);
+        ++done;
+    }
+    t.unread.erase(t.unread.begin(), t.unread.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+void Timers::drop_marks(Timer& t) const {
+    for (const auto& [from, to] : t.unread) {
+        clock_->release(from);
+        clock_->release(to);
+    }
+    t.unread.clear();
 }
 
 void Timers::start(std::string_view name) {
@@ -106,27 +121,46 @@ void Timers::start(std::string_view name) {
     if (!t) {
         t = &timers_.emplace_back();
         t->name = std::string(name);
+        t->on_clock = clock_ && timer_level(name) > 0;
     }
-    if (t->started_at >= 0) throw Error("timer '" + t->name + "' started while already running");
-    // The device's queued work belongs to what ran before: wait for it, as BMD's _Timer.start does.
-    if (device_sync_) device_sync_();
-    t->started_at = now_seconds();
+    if (t->running) throw Error("timer '" + t->name + "' started while already running");
+    if (t->on_clock) {
+        t->start_mark = clock_->mark();
+    } else {
+        // The device's queued work belongs to what ran before: wait for it, as BMD's _Timer.start does.
+        if (device_sync_) device_sync_();
+        t->started_at = now_seconds();
+    }
+    t->running = true;
     t->ran = true;
 }
 
 void Timers::stop(std::string_view name) {
     if (!enabled(name)) return;
     Timer* t = find(name);
-    if (!t || t->started_at < 0) throw Error("timer '" + std::string(name) + "' stopped while not running");
-    if (device_sync_) device_sync_();
-    t->elapsed += now_seconds() - t->started_at;
-    t->started_at = -1;
+    if (!t || !t->running) throw Error("timer '" + std::string(name) + "' stopped while not running");
+    if (t->on_clock) {
+        t->unread.emplace_back(t->start_mark, clock_->mark());
+        read_marks(*t, /*wait=*/false);  // what the device has done already: the marks stay few
+    } else {
+        if (device_sync_) device_sync_();
+        t->elapsed += now_seconds() - t->started_at;
+        t->started_at = -1;
+    }
+    t->running = false;
 }
 
 double Timers::seconds(std::string_view name) const {
-    const Timer* t = find(name);
-    if (!t) return 0;
-    return t->elapsed + (t->started_at >= 0 ? now_seconds() - t->started_at : 0);
+    Timer* found = find(name);  // timers_ is mutable: reading settles the device's marks
+    if (!found) return 0;
+    Timer& t = *found;
+    if (!t.on_clock) return t.elapsed + (t.running ? now_seconds() - t.started_at : 0);
+    read_marks(t, /*wait=*/true);
+    if (!t.running) return t.elapsed;
+    const std::size_t now = clock_->mark();
+    const double running = clock_->elapsed_ms(t.start_mark, now) / 1000.0;
+    clock_->release(now);
+    return t.elapsed + running;
 }
 
 bool Timers::ran(std::string_view name) const {
@@ -135,18 +169,22 @@ bool Timers::ran(std::string_view name) const {
 }
 
 void Timers::reset() {
-    const double now = now_seconds();
-    for (auto& t : timers_) {
-        t.elapsed = 0;
-        if (t.started_at >= 0) t.started_at = now;
-    }
+    for (auto& t : timers_) reset(t.name);
 }
 
 void Timers::reset(std::string_view name) {
     Timer* t = find(name);
     if (!t) return;
     t->elapsed = 0;
-    if (t->started_at >= 0) t->started_at = now_seconds();
+    if (!t->on_clock) {
+        if (t->running) t->started_at = now_seconds();
+        return;
+    }
+    drop_marks(*t);
+    if (t->running) {
+        clock_->release(t->start_mark);
+        t->start_mark = clock_->mark();
+    }
 }
 
 std::vector<TimerValue> reduce_timers(const Timers& timers, const std::vector<std::string>& names,

@@ -27,13 +27,20 @@ std::pair<at::Tensor, at::Tensor> tokens_and_labels(const at::Tensor& batch, std
     return {batch.narrow(1, 0, seqlen), batch.narrow(1, 1, seqlen)};
 }
 
+at::Tensor upload_to_device(const at::Tensor& host, c10::Device device) {
+    if (!device.is_cuda()) return host.to(device);
+    return (host.is_pinned() ? host : host.pin_memory()).to(device, /*non_blocking=*/true);
+}
+
 MicroBatchInputs micro_batch_inputs(const at::Tensor& batch, std::int64_t seqlen, std::optional<std::int64_t> eod_mask_id,
-                                    std::optional<std::int64_t> reset_position_eod) {
+                                    std::optional<std::int64_t> reset_position_eod, std::optional<c10::Device> device) {
+    const c10::Device to = device.value_or(batch.device());
     MicroBatchInputs in;
-    std::tie(in.tokens, in.labels) = tokens_and_labels(batch, seqlen);
+    std::tie(in.tokens, in.labels) = tokens_and_labels(upload_to_device(batch, to), seqlen);
     if (eod_mask_id) in.loss_mask = in.tokens.ne(*eod_mask_id).to(at::kFloat);
     // A position's id depends only on the tokens before it: those of the cut tokens are the cut ids.
-    if (reset_position_eod) in.position_ids = reset_position_ids(in.tokens, *reset_position_eod).to(in.tokens.device());
+    if (reset_position_eod)
+        in.position_ids = upload_to_device(reset_position_ids(batch.narrow(1, 0, seqlen), *reset_position_eod), to);
     return in;
 }
 
@@ -72,11 +79,11 @@ MicroBatchInputs sft_micro_batch_inputs(const std::vector<data::PackedSample>& r
         }
     }
     MicroBatchInputs in;
-    in.tokens = tokens.to(device);
-    in.labels = labels.to(device);
-    in.loss_mask = mask.to(device);
-    in.position_ids = positions.to(device);
-    in.segment_ids = segments.to(device);
+    in.tokens = upload_to_device(tokens, device);
+    in.labels = upload_to_device(labels, device);
+    in.loss_mask = upload_to_device(mask, device);
+    in.position_ids = upload_to_device(positions, device);
+    in.segment_ids = upload_to_device(segments, device);
     return in;
 }
 
@@ -124,7 +131,7 @@ at::Tensor micro_batch(const Sampler& sample, const std::vector<std::int64_t>& i
                         std::to_string(seq + 1));
         std::copy(s.begin(), s.end(), out + i * (seq + 1));
     }
-    return t.to(device);
+    return upload_to_device(t, device);
 }
 
 DataloaderType dataloader_type(const std::string& flag_value) {

@@ -23,6 +23,7 @@
 #include "mds/trainer/stop_signals.h"  // install_stop_signal_handlers
 #include "mds/flags/train_tokenizer.h"  // load_tokenizer
 #include "mds/util/text.h"  // python_float_repr
+#include "device_clock.h"  // make_device_clock (the per-step timers on a GPU)
 #include "megatron_args.h"  // megatron_args_lines
 #include "mds/observe/gpu_energy.h"  // open_nvml_energy_reader (the GPU's name, for its peak)
 #include "mds/observe/log_line.h"  // py_format_float, format_memory_report
@@ -219,13 +220,14 @@ void Trainer::check_args() {
     }
 }
 
-// --timing-log-level's timers; on a GPU a running timer waits for the device at start and stop (as
-// BMD's _Timer does), so that the work queued before it is not counted in it and its own is.
+// --timing-log-level's timers. On a GPU the level-0 ones wait for the device at start and stop (as BMD's _Timer
+// does), so that the work queued before them is not counted in them and their own is; the per-step ones (levels
+// 1 and 2) time the device's queue with events and never wait (observe/timers.h).
 static observe::Timers make_timers(const flags::LoggingArgs& logging, c10::Device device) {
     std::function<void()> sync;
     if (device.is_cuda())
         sync = [index = device.has_index() ? device.index() : c10::DeviceIndex(0)] { at::accelerator::synchronizeDevice(index); };
-    return observe::Timers(static_cast<int>(logging.timing_log_level), std::move(sync));
+    return observe::Timers(static_cast<int>(logging.timing_log_level), std::move(sync), make_device_clock(device));
 }
 
 // Training on the CPU, the step's largest tensors (the logits: micro batch x sequence x padded vocabulary floats,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -114,6 +115,100 @@ TEST_CASE("levels: Megatron-LM's, a timer above the level in force never runs no
     CHECK(zero.enabled("save-checkpoint"));
     CHECK_THROWS_AS(Timers(3), mds::UsageError);
     CHECK_THROWS_AS(Timers(-1), mds::UsageError);
+}
+
+namespace {
+
+// A device whose work queue the test drives: mark() records a mark at the current queue time; the device has
+// passed the marks recorded before `done` (a count of marks); reading a mark it has not passed "waits" (counted) and
+// completes the queue. Released handles are handed out again.
+class QueueClock final : public DeviceClock {
+public:
+    double queue_ms = 0;     // the device time of the next mark
+    std::size_t marks = 0;   // marks recorded so far
+    std::size_t done = 0;    // marks the device has passed
+    int waits = 0;
+    std::vector<double> at;          // each handle's time
+    std::vector<std::size_t> order;  // each handle's place in the queue
+    std::vector<bool> in_use;
+    void catch_up() { done = marks; }
+    std::size_t mark() override {
+        std::size_t m = 0;
+        while (m < in_use.size() && in_use[m]) ++m;
+        if (m == in_use.size()) {
+            at.push_back(0);
+            order.push_back(0);
+            in_use.push_back(false);
+        }
+        at[m] = queue_ms;
+        order[m] = marks++;
+        in_use[m] = true;
+        return m;
+    }
+    bool passed(std::size_t m) override { return order[m] < done; }
+    double elapsed_ms(std::size_t from, std::size_t to) override {
+        if (!passed(to)) {
+            ++waits;
+            catch_up();
+        }
+        return at[to] - at[from];
+    }
+    void release(std::size_t m) override { in_use[m] = false; }
+    std::size_t held() const { return static_cast<std::size_t>(std::count(in_use.begin(), in_use.end(), true)); }
+};
+
+}  // namespace
+
+TEST_CASE("on a device clock the per-step timers never wait; level 0 still syncs and reads the host") {
+    auto clock = std::make_shared<QueueClock>();
+    int syncs = 0;
+    Timers t(2, [&] { ++syncs; }, clock);
+    // Two forward-compute intervals of 3 and 4 ms of device time, queued ahead of the device.
+    t.start("forward-compute");
+    clock->queue_ms += 3;
+    t.stop("forward-compute");
+    clock->queue_ms += 10;  // other work, not timed
+    t.start("forward-compute");
+    clock->queue_ms += 4;
+    t.stop("forward-compute");
+    CHECK(syncs == 0);
+    CHECK(clock->waits == 0);
+    CHECK(clock->held() == 4);  // the device has passed none of them yet
+    // Reading waits for the device (once) and gives the device's time, not the host's.
+    CHECK(t.seconds("forward-compute") == doctest::Approx(0.007));
+    CHECK(clock->waits == 1);
+    CHECK(clock->held() == 0);  // read marks go back to the clock
+    // Marks the device has passed are read at the next stop, without waiting: few are ever held.
+    for (int i = 0; i < 100; ++i) {
+        t.start("backward-compute");
+        clock->queue_ms += 1;
+        t.stop("backward-compute");
+        clock->catch_up();  // the device keeps up
+    }
+    CHECK(clock->held() <= 2);
+    CHECK(clock->at.size() <= 4);
+    CHECK(t.seconds("backward-compute") == doctest::Approx(0.100));
+    CHECK(clock->waits == 1);
+    // A running timer counts up to the device's now; reset drops what was not read and restarts it.
+    t.start("optimizer");
+    clock->queue_ms += 2;
+    CHECK(t.seconds("optimizer") == doctest::Approx(0.002));
+    t.reset();
+    CHECK(t.seconds("forward-compute") == 0);
+    clock->queue_ms += 5;
+    t.stop("optimizer");
+    CHECK(t.seconds("optimizer") == doctest::Approx(0.005));
+    t.start("forward-compute");
+    clock->queue_ms += 1;
+    t.stop("forward-compute");
+    t.reset("forward-compute");
+    CHECK(t.seconds("forward-compute") == 0);
+    CHECK(clock->held() == 0);
+    // Level 0 (once per interval or save): the host's clock after waiting for the device, as BMD's.
+    run_for(t, "interval-time", 5);
+    CHECK(syncs == 2);
+    CHECK(t.seconds("interval-time") >= 0.005);
+    CHECK_THROWS_WITH_AS(t.stop("optimizer"), doctest::Contains("not running"), mds::Error);
 }
 
 TEST_CASE("ScopedTimer times a scope and does nothing without timers") {

@@ -51,9 +51,19 @@ using BatchSource = std::function<MicroBatchInputs(const std::vector<std::int64_
 // token is that id, 1 elsewhere (BMD's get_ltor_masks_and_position_ids masks `data == eod_token`,
 // the tokens, not the labels; the curriculum then cuts the mask with the tokens), and
 // --reset-position-ids' position ids when `reset_position_eod` (the EOD id) is given
-// (reset_position_ids() of the tokens, on the tokens' device; BMD cuts them with the tokens too).
+// (reset_position_ids() of the tokens; BMD cuts them with the tokens too). All on `device` (default: the
+// batch's); give the batch in host memory: the ids are computed there, and it goes to a GPU in one
+// asynchronous upload (upload_to_device).
 MicroBatchInputs micro_batch_inputs(const at::Tensor& batch, std::int64_t seqlen, std::optional<std::int64_t> eod_mask_id,
-                                    std::optional<std::int64_t> reset_position_eod = std::nullopt);
+                                    std::optional<std::int64_t> reset_position_eod = std::nullopt,
+                                    std::optional<c10::Device> device = std::nullopt);
+
+// `host` (a tensor in host memory) on `device`. To a GPU the copy is queued on the device's current stream from
+// page-locked memory (a copy of `host` there when it is not), and the host does not wait: from pageable memory
+// a copy to a GPU makes the host wait until the device has run everything queued before it, which left the GPU
+// idle 0.6-1.1 ms before every micro batch. LibTorch's caching host allocator keeps the page-locked block
+// until the copy has run.
+at::Tensor upload_to_device(const at::Tensor& host, c10::Device device);
 
 // Position ids [b, s] int64 (on the CPU) of tokens [b, s] that restart at 0 after each token `eod`
 // (BMD's get_ltor_masks_and_position_ids with reset_position_ids).

@@ -1,4 +1,5 @@
-// CUDA kernels of kernels/layer_norm.h. The row kernel: up to 8 warps per block, each warp a slab of consecutive
+// CUDA kernels of kernels/layer_norm.h. The forward (with the residual sum) is below the backward. The backward's row
+// kernel: up to 8 warps per block, each warp a slab of consecutive
 // rows, each lane its own columns of every row (16-byte loads where the rows allow), two passes per row (the row
 // sums, then dx; the second pass reads what the first brought into the cache). The warps' dw / db sums live in
 // shared memory, and the weight where it fits beside them; at the end the block adds its warps' sums column by
@@ -202,7 +203,95 @@ void backward(const void* dy, const void* x, const void* w, const float* mean, c
     check_launch("layer norm backward", "columns", s.rows, s.cols);
 }
 
+// The forward: one warp per row, each lane its own columns (kVec at a time). Three passes over the row: s = a + b
+// rounded to T (written) and its sum; the squared deviations from the mean (reading back the lane's own s, in the
+// cache); y. The warp's sums by the same butterfly every run.
+constexpr int kForwardWarpsPerBlock = 4;
+
+template <typename T, int kVec>
+__global__ void residual_layer_norm_forward_rows(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ w,
+                                                 const T* __restrict__ bias, float eps, std::int64_t rows, int cols,
+                                                 T* __restrict__ s, T* __restrict__ y, float* __restrict__ mean,
+                                                 float* __restrict__ rstd) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + warp;
+    if (r >= rows) return;  // the whole warp: r is the same for its lanes
+    const T* ar = a + r * cols;
+    const T* br = b ? b + r * cols : nullptr;
+    T* sr = b ? s + r * cols : nullptr;
+    const T* src = b ? sr : ar;  // the row's s, as the passes after the first read it
+    float sum = 0.0f;
+    for (int c = lane * kVec; c < cols; c += 32 * kVec) {
+        const Pack<T, kVec> pa = *reinterpret_cast<const Pack<T, kVec>*>(ar + c);
+        if (br) {
+            const Pack<T, kVec> pb = *reinterpret_cast<const Pack<T, kVec>*>(br + c);
+            Pack<T, kVec> ps;
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) {
+                ps.v[k] = from_float<T>(to_float(pa.v[k]) + to_float(pb.v[k]));
+                sum += to_float(ps.v[k]);
+            }
+            *reinterpret_cast<Pack<T, kVec>*>(sr + c) = ps;
+        } else {
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) sum += to_float(pa.v[k]);
+        }
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    const float mu = sum / static_cast<float>(cols);
+    float sq = 0.0f;
+    for (int c = lane * kVec; c < cols; c += 32 * kVec) {
+        const Pack<T, kVec> ps = *reinterpret_cast<const Pack<T, kVec>*>(src + c);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+            const float d = to_float(ps.v[k]) - mu;
+            sq += d * d;
+        }
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+    const float rs = rsqrtf(sq / static_cast<float>(cols) + eps);
+    T* yr = y + r * cols;
+    for (int c = lane * kVec; c < cols; c += 32 * kVec) {
+        const Pack<T, kVec> ps = *reinterpret_cast<const Pack<T, kVec>*>(src + c);
+        const Pack<T, kVec> pw = *reinterpret_cast<const Pack<T, kVec>*>(w + c);
+        const Pack<T, kVec> pbias = *reinterpret_cast<const Pack<T, kVec>*>(bias + c);
+        Pack<T, kVec> out;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k)
+            out.v[k] = from_float<T>((to_float(ps.v[k]) - mu) * rs * to_float(pw.v[k]) + to_float(pbias.v[k]));
+        *reinterpret_cast<Pack<T, kVec>*>(yr + c) = out;
+    }
+    if (lane == 0) {
+        mean[r] = mu;
+        rstd[r] = rs;
+    }
+}
+
+template <typename T>
+void forward(const void* a, const void* b, const void* w, const void* bias, float eps, const LayerNormShape& s, void* sum,
+             void* y, float* mean, float* rstd, cudaStream_t stream) {
+    constexpr int vec = 16 / sizeof(T);
+    const bool packs = s.cols % vec == 0 && aligned16(a) && (!b || aligned16(b)) && (!b || aligned16(sum)) && aligned16(y) &&
+                       aligned16(w) && aligned16(bias);
+    auto* kernel = packs ? residual_layer_norm_forward_rows<T, vec> : residual_layer_norm_forward_rows<T, 1>;
+    const std::int64_t blocks = (s.rows + kForwardWarpsPerBlock - 1) / kForwardWarpsPerBlock;
+    kernel<<<static_cast<unsigned>(blocks), kForwardWarpsPerBlock * 32, 0, stream>>>(
+        static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(w), static_cast<const T*>(bias), eps, s.rows,
+        static_cast<int>(s.cols), static_cast<T*>(sum), static_cast<T*>(y), mean, rstd);
+    check_launch("layer norm forward", "rows", s.rows, s.cols);
+}
+
 }  // namespace
+
+void residual_layer_norm_forward_cuda(const void* a, const void* b, const void* w, const void* bias, Dtype dtype, float eps,
+                                      const LayerNormShape& shape, void* s, void* y, float* mean, float* rstd, void* stream) {
+    check_rows("layer norm", shape);
+    if (shape.rows > static_cast<std::int64_t>(0x7fffffff) * kForwardWarpsPerBlock)
+        throw std::invalid_argument("layer norm forward: " + std::to_string(shape.rows) + " rows, more than a grid holds");
+    auto* st = static_cast<cudaStream_t>(stream);
+    if (dtype == Dtype::F32) forward<float>(a, b, w, bias, eps, shape, s, y, mean, rstd, st);
+    else forward<__nv_bfloat16>(a, b, w, bias, eps, shape, s, y, mean, rstd, st);
+}
 
 std::int64_t layer_norm_scratch_floats(const LayerNormShape& s) {
     check_rows("layer norm", s);

@@ -31,4 +31,14 @@ void layer_norm_backward_cuda(const void* dy, const void* x, const void* w, Dtyp
                               const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db,
                               float* scratch, void* stream);
 
+// LayerNorm's forward with the residual sum before it (as llm.c's fused_residual_forward): per row,
+//   s = a + b (each sum rounded to the dtype, as an unfused add of two tensors of it gives),
+//   y = (s - mean) · rstd · w + bias,  mean and rstd = 1 / sqrt(var + eps) of s in fp32 (var: the biased variance)
+// in one pass over a and b where two unfused kernels (ATen's add, then its LayerNorm) write s and read it back.
+// `b` null: s = a, y its LayerNorm (`s` is not written). Rows of `cols` contiguous values (a, b, s, y, w and bias of
+// one dtype, fp32 or bf16); mean and rstd fp32 per row, ATen's layout, which layer_norm_backward_cuda takes. One warp
+// per row; each row's sums in a fixed order (the same result every run). layer_norm_ref.h has the CPU reference.
+void residual_layer_norm_forward_cuda(const void* a, const void* b, const void* w, const void* bias, Dtype dtype, float eps,
+                                      const LayerNormShape& shape, void* s, void* y, float* mean, float* rstd, void* stream);
+
 }  // namespace mds::kernels

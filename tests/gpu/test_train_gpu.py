@@ -4,7 +4,9 @@ iterations in fp32 without dropout gives the same per-iteration lm loss on --dev
 (to 1e-4 relative: different GEMM and attention kernels, same math), --cross-entropy-loss-fusion's kernels the
 same losses as ATen's cross entropy (fp32: to 1e-5; bf16: the first loss to 1e-4), --adam-step-fusion's kernels
 the unfused bf16 losses (to 1e-2 relative after the first step), --layernorm-backward-fusion's ATen's LayerNorm's
-(fp32: to 1e-5), --bias-grad-fusion's autograd's (fp32: to 1e-5), bf16 / fp16 with ALiBi and
+(fp32: to 1e-5), --bias-grad-fusion's autograd's (fp32: to 1e-5), --gradient-accumulation-fusion's (bf16) the
+unfused losses (to 2e-2 relative), --residual-layernorm-fusion's (fp32: to 1e-5), the step's timers on CUDA events and at most 6 host waits per iteration in the
+profiled default run, bf16 / fp16 with ALiBi and
 activation recomputation train on the GPU with the loss falling; a GPU checkpoint (saved at --exit-interval)
 holds the CUDA generator state and resumes on the GPU, and on the CPU with --no-load-rng. On a GPU the four
 fusions are on by default (docs/mds-train.md#fused-kernels): each comparison above runs the others off (--no-X),
@@ -35,7 +37,7 @@ def only(flag):
     return [flag, *(u for u in UNFUSED if u != "--no-" + flag[2:])]
 
 
-def train(data, device, extra=(), log=None):
+def train(data, device, extra=(), log=None, out=None):
     args = [TRAIN, *data, "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64",
             "--max-position-embeddings", "64", "--micro-batch-size", "4", "--global-batch-size", "8", "--train-iters", "8",
             "--lr", "1e-3", "--log-interval", "1", "--eval-iters", "0", "--hidden-dropout", "0", "--attention-dropout", "0",
@@ -48,6 +50,8 @@ def train(data, device, extra=(), log=None):
         raise SystemExit(f"FAIL: {' '.join(args)}: {r.stderr[-1500:]}")
     if log is not None:
         log.append(r.stderr)
+    if out is not None:
+        out.append(r.stdout)
     return [float(x) for x in re.findall(r"\| lm loss: (\S+) \|", r.stdout)]
 
 
@@ -112,9 +116,37 @@ def main():
         if not stays_close(bg, gpu, 1e-6, 1e-5) or not stays_close(bf16_bg, bf16, 1e-6, 2e-2):
             print("FAIL: --bias-grad-fusion on cuda strays from autograd's bias gradients' losses")
             return 1
+        # --gradient-accumulation-fusion (cuBLAS, bf16 inputs into the fp32 main gradients): the same first loss, and
+        # the run close to the unfused one (each micro batch's weight gradient no longer rounded to bf16).
+        ga = train(data, "cuda", ["--bf16", *UNFUSED, "--gradient-accumulation-fusion"])
+        print(f"bf16 cuda gradient-accumulation-fusion {ga}")
+        if not stays_close(ga, bf16, 1e-6, 2e-2):
+            print("FAIL: --gradient-accumulation-fusion on cuda strays from the unfused losses")
+            return 1
+        # --residual-layernorm-fusion (kernels/layer_norm.cu's forward with the residual sum): fp32, the unfused losses
+        # to fp32 rounding; bf16, the same first loss (the same sums, the LayerNorm to one bf16 rounding) and close.
+        rln = train(data, "cuda", [*UNFUSED, "--residual-layernorm-fusion"])
+        bf16_rln = train(data, "cuda", ["--bf16", *UNFUSED, "--residual-layernorm-fusion"])
+        print(f"fp32 cuda residual-layernorm-fusion {rln}\nbf16 cuda residual-layernorm-fusion {bf16_rln}")
+        if not stays_close(rln, gpu, 1e-5, 1e-5) or not stays_close(bf16_rln, bf16, 1e-2, 2e-2):
+            print("FAIL: --residual-layernorm-fusion on cuda strays from the unfused losses")
+            return 1
         # The default on a GPU: the four fusions, named on stderr; the losses those of the unfused run, closely.
-        log = []
-        default = train(data, "cuda", ["--bf16"], log)
+        # The step's timers run on CUDA events: a line per iteration with positive times; the profiled iterations
+        # wait for the device only to read the loss, the gradient norm and the timers of the log line (BMD's
+        # synchronizing timers and pageable uploads made it about 20 times per iteration here).
+        log, out = [], []
+        default = train(data, "cuda", ["--bf16", "--profile", "--use-pytorch-profiler", "--profile-step-start", "4",
+                                       "--profile-step-end", "6", "--tensorboard-dir", os.path.join(tmp, "tb")], log, out)
+        timers = re.findall(r"time \(ms\) \| forward-compute: (\S+) \| backward-compute: (\S+)", out[0])
+        syncs = re.search(r"host synchronisations: (\S+) per iteration", log[0])
+        print("\n".join(line for line in log[0].splitlines() if "profiler:" in line and ("synchronis" in line or " x " in line)))
+        if len(timers) != 8 or not all(float(f) > 0 and float(b) > 0 for f, b in timers):
+            print(f"FAIL: the default bf16 run on cuda: {len(timers)} timer lines, forward/backward {timers}")
+            return 1
+        if not syncs or float(syncs.group(1)) > 6:
+            print(f"FAIL: the default bf16 run on cuda waits for the device {syncs and syncs.group(1)} times per iteration")
+            return 1
         print(f"bf16 cuda default {default}")
         named = re.search(r"fused kernels on cuda:0 by default: (.*) \(", log[0])
         if not named or named.group(1).split() != FUSIONS:

@@ -428,6 +428,26 @@ void precision_rows(std::vector<FlagRow>& t) {
                  .doc = "(mds only; the same gradients as autograd's to fp32 rounding; on by default on a GPU where it "
                         "applies, off on the CPU: docs/mds-train.md#fused-kernels)"});
     t.push_back(fusion_off_row("--bias-grad-fusion", g, MDS_SLOT(model.bias_grad_fusion)));
+    // Megatron-LM's (apex's fused_weight_gradient_mlp_cuda there; not in BMD, whose bf16 gradients DeepSpeed adds).
+    t.push_back({.names = "--gradient-accumulation-fusion", .group = g,
+                 .help = "bf16: each block's Linear weight gradient added straight into its fp32 main gradient by the "
+                         "matrix product itself (cuBLAS, bf16 inputs, fp32 accumulator, on a GPU; the same sum in fp32 on "
+                         "the CPU), instead of a bf16 gradient added afterwards",
+                 .slot = MDS_SLOT(model.gradient_accumulation_fusion),
+                 .doc = "(Megatron-LM's fusion; the gradients skip one bf16 rounding per micro batch; off unless given: "
+                        "its CUDA path has not yet run on a GPU, docs/mds-train.md#fused-kernels)"});
+    // mds's own (kernels/layer_norm.h's forward with the residual sum; llm.c's fused_residual_forward).
+    t.push_back({.names = "--residual-layernorm-fusion", .group = g,
+                 .help = "Each residual sum and the LayerNorm after it (post_attention_layernorm, the next block's "
+                         "input_layernorm, the final one) in one pass (the sum written once and not read back; mds's "
+                         "LayerNorm backward): mds's CUDA kernels on a GPU, their CPU reference on the CPU; fp32 or bf16",
+                 .slot = MDS_SLOT(model.residual_layernorm_fusion),
+                 .doc = "(mds only; the same sum exactly and the same LayerNorm to fp32 rounding; off unless given: its CUDA "
+                        "kernel has run only in tests/emu's emulator so far, docs/mds-train.md#fused-kernels)"});
+    t.push_back({.names = "--no-gradient-accumulation-fusion", .group = g,
+                 .help = "Turn off --gradient-accumulation-fusion (Megatron-LM's flag; mds's default already)",
+                 .slot = MDS_SLOT(model.gradient_accumulation_fusion), .store = false,
+                 .doc = "(Megatron-LM's flag, accepted for its scripts; docs/mds-train.md#fused-kernels)"});
 }
 
 void logging_rows(std::vector<FlagRow>& t) {

@@ -2,10 +2,21 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/linear.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/mm.h>
+#include <ATen/ops/sum.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <cstdint>
+#include <limits>
 #include <string>
+
+#ifdef MDS_HAVE_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>  // getCurrentCUDABlasHandle: LibTorch's cuBLAS handle, on the current stream
+#include <cublas_v2.h>
+#include <dlfcn.h>  // dlsym
+#endif
 
 #include "kernels/bias_grad.h"
 #include "kernels/bias_grad_ref.h"
@@ -34,9 +45,62 @@ at::Tensor bias_grad(const at::Tensor& g2) {
     return db;
 }
 
+#ifdef MDS_HAVE_CUDA_KERNELS
+// cuBLAS's cublasGemmEx from the libcublas LibTorch has loaded. Not linked: a link to the toolkit's libcublas would
+// make the binary load that one (its run path lists the toolkit's folder first) beside or instead of LibTorch's, a
+// library the GPU pack does not carry (scripts/gpu-pack.sh's test refuses it).
+using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                  const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                  cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+GemmEx find_cublas_gemm_ex() {
+    static const auto fn = reinterpret_cast<GemmEx>(dlsym(RTLD_DEFAULT, "cublasGemmEx"));
+    return fn;
+}
+constexpr const char* kNoGemmEx = "cuBLAS's cublasGemmEx is not loaded in this process (LibTorch's libcublas)";
+GemmEx cublas_gemm_ex() {
+    const auto fn = find_cublas_gemm_ex();
+    if (!fn) throw Error(std::string("gradient accumulation fusion: ") + kNoGemmEx);
+    return fn;
+}
+#endif
+
+// main [out, in] fp32 += g2ᵀ x2, for g2 [rows, out] and x2 [rows, in] of one dtype: the products summed in fp32.
+void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x2) {
+    const auto rows = g2.size(0), out = g2.size(1), in = x2.size(1);
+    if (main.scalar_type() != at::kFloat || main.sizes() != at::IntArrayRef{out, in} || main.device() != g2.device())
+        throw Error(std::string("gradient accumulation fusion: the main gradient is ") + c10::toString(main.scalar_type()) + " " +
+                    c10::str(main.sizes()) + " on " + main.device().str() + ", expected fp32 [" + std::to_string(out) + ", " +
+                    std::to_string(in) + "] on " + g2.device().str());
+#ifdef MDS_HAVE_CUDA_KERNELS
+    constexpr auto kMaxInt = static_cast<std::int64_t>(std::numeric_limits<int>::max());
+    if (g2.is_cuda() && main.is_contiguous() && g2.is_contiguous() && x2.is_contiguous() && rows <= kMaxInt && out <= kMaxInt &&
+        in <= kMaxInt) {
+        // Column-major, as cuBLAS reads: main is [in, out], x2 is [in, rows] and g2 is [out, rows], so
+        // main += x2 · g2ᵀ with beta 1 is the row-major main += g2ᵀ x2.
+        const c10::cuda::CUDAGuard guard(g2.device());
+        const cudaDataType_t ab = g2.scalar_type() == at::kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
+        const float alpha = 1.0f, beta = 1.0f;
+        const int m = static_cast<int>(in), n = static_cast<int>(out), k = static_cast<int>(rows);
+        const cublasStatus_t status = cublas_gemm_ex()(at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_T, m, n, k,
+                                                       &alpha, x2.const_data_ptr(), ab, m, g2.const_data_ptr(), ab, n, &beta,
+                                                       main.data_ptr(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (status != CUBLAS_STATUS_SUCCESS)
+            throw Error("gradient accumulation fusion: cublasGemmEx of [" + std::to_string(rows) + ", " + std::to_string(out) +
+                        "]ᵀ x [" + std::to_string(rows) + ", " + std::to_string(in) + "] " + c10::toString(g2.scalar_type()) +
+                        " into fp32 failed: cuBLAS status " + std::to_string(static_cast<int>(status)));
+        return;
+    }
+#endif
+    (void)rows;
+    main.addmm_(g2.t().to(at::kFloat), x2.to(at::kFloat));
+}
+
 struct FusedLinear : public torch::autograd::Function<FusedLinear> {
-    static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+    static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                              bool bias_grad_kernel, const c10::intrusive_ptr<MainGradSink>& main_grad) {
         ctx->save_for_backward({x, weight});
+        ctx->saved_data["bias_grad_kernel"] = bias_grad_kernel;
+        if (main_grad) ctx->saved_data["main_grad"] = at::IValue::make_capsule(main_grad);
         return at::linear(x, weight, bias);
     }
 
@@ -48,9 +112,23 @@ struct FusedLinear : public torch::autograd::Function<FusedLinear> {
         const auto g2 = grad_out[0].to(x.scalar_type()).reshape({-1, out}).contiguous();
         at::Tensor dx, dw, db;
         if (ctx->needs_input_grad(0)) dx = at::mm(g2, weight).view(x.sizes());
-        if (ctx->needs_input_grad(1)) dw = at::mm(g2.t(), x.reshape({-1, in}));
-        if (ctx->needs_input_grad(2) && g2.size(0) > 0) db = bias_grad(g2).to(weight.scalar_type());
-        return {dx, dw, db};
+        if (ctx->needs_input_grad(1)) {
+            c10::intrusive_ptr<MainGradSink> sink;
+            if (const auto it = ctx->saved_data.find("main_grad"); it != ctx->saved_data.end())
+                sink = c10::static_intrusive_pointer_cast<MainGradSink>(it->second.toCapsule());
+            if (sink && sink->grad.defined()) {
+                add_weight_grad(sink->grad, g2, x.reshape({-1, in}));
+                sink->added = true;
+                // Autograd's gradient for the weight, never read: its hooks run as they would, and MainGrads drops it
+                // (main_grad_sink.h). Megatron-LM hands back the same uninitialized placeholder.
+                dw = at::empty_like(weight);
+            } else {
+                dw = at::mm(g2.t(), x.reshape({-1, in}));
+            }
+        }
+        if (ctx->needs_input_grad(2) && g2.size(0) > 0)
+            db = ctx->saved_data["bias_grad_kernel"].toBool() ? bias_grad(g2).to(weight.scalar_type()) : g2.sum(0);
+        return {dx, dw, db, at::Tensor(), at::Tensor()};
     }
 };
 
@@ -60,7 +138,16 @@ std::string fused_linear_unsupported(const c10::Device& device, c10::ScalarType 
     return kernel_unsupported(device, dtype);
 }
 
-at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+std::string gradient_accumulation_fusion_unsupported(const c10::Device& device, c10::ScalarType dtype) {
+    if (dtype != at::kBFloat16) return "bf16 only (the precision mds keeps fp32 main gradients for), not " + std::string(c10::toString(dtype));
+    if (auto why = kernel_unsupported(device, dtype); !why.empty()) return why;
+#ifdef MDS_HAVE_CUDA_KERNELS
+    if (device.is_cuda() && !find_cublas_gemm_ex()) return kNoGemmEx;
+#endif
+    return {};
+}
+
+at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, const LinearFusions& fusions) {
     if (x.dim() < 1 || weight.dim() != 2 || bias.dim() != 1 || weight.size(1) != x.size(-1) || bias.size(0) != weight.size(0) ||
         weight.scalar_type() != x.scalar_type() || bias.scalar_type() != x.scalar_type()) {
         throw Error("fused linear: x [..., in], weight [out, in] and bias [out] of x's dtype expected, got x " +
@@ -68,7 +155,7 @@ at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& weight, const at:
                     " " + c10::toString(weight.scalar_type()) + ", bias " + c10::str(bias.sizes()));
     }
     if (const auto why = fused_linear_unsupported(x.device(), x.scalar_type()); !why.empty()) throw Error("fused linear: " + why);
-    return FusedLinear::apply(x.contiguous(), weight, bias);
+    return FusedLinear::apply(x.contiguous(), weight, bias, fusions.bias_grad, fusions.main_grad);
 }
 
 }  // namespace mds::model

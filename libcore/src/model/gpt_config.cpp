@@ -64,6 +64,11 @@ void GptConfig::validate() const {
     if (layernorm_backward_fusion && precision == Precision::FP16)
         throw UsageError("--layernorm-backward-fusion takes fp32 or bf16, not --fp16");
     if (bias_grad_fusion && precision == Precision::FP16) throw UsageError("--bias-grad-fusion takes fp32 or bf16, not --fp16");
+    if (residual_layernorm_fusion && precision == Precision::FP16)
+        throw UsageError("--residual-layernorm-fusion takes fp32 or bf16, not --fp16");
+    if (gradient_accumulation_fusion && precision != Precision::BF16)
+        throw UsageError("--gradient-accumulation-fusion takes --bf16 (the precision mds keeps fp32 main gradients for), not " +
+                         std::string(precision == Precision::FP16 ? "--fp16" : "fp32"));
     if (!(init_method_std > 0)) throw UsageError("--init-method-std must be positive");
     if (hidden_dropout < 0 || hidden_dropout >= 1) throw UsageError("--hidden-dropout must be in [0, 1)");
     if (attention_dropout < 0 || attention_dropout >= 1) throw UsageError("--attention-dropout must be in [0, 1)");

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 #include "mds/model/fused_cross_entropy.h"
 #include "mds/model/fused_layer_norm.h"
@@ -82,8 +83,15 @@ at::Tensor GptModel::add(int layer, const std::string& name, at::Tensor value, T
         value = value.narrow(dim, tp_.rank * part, part).contiguous();
     }
     at::Tensor t = value.to(device_, scalar_type(config_.precision)).detach().requires_grad_(true);
-    params_.push_back({layer, name, t, split, weight_decay, tied_copy});
+    params_.push_back({layer, name, t, split, weight_decay, tied_copy, {}});
     return t;
+}
+
+c10::intrusive_ptr<MainGradSink> GptModel::main_grad_sink(const at::Tensor& w) {
+    if (!config_.gradient_accumulation_fusion || !w.defined()) return {};
+    for (auto& p : params_)
+        if (p.tensor.unsafeGetTensorImpl() == w.unsafeGetTensorImpl()) return p.main_grad = c10::make_intrusive<MainGradSink>();
+    throw Error("internal: a Linear weight that is not among the model's parameters");
 }
 
 GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t seed, TensorParallel tp, PipelineStage stage)
@@ -108,21 +116,20 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
                 throw Error(std::string(what) + " " + std::to_string(n) + " is not divisible by --tensor-model-parallel-size " +
                             std::to_string(t));
     }
-    if (config_.cross_entropy_fusion) {
-        if (t > 1)
-            throw UsageError("--cross-entropy-loss-fusion: not with --tensor-model-parallel-size " + std::to_string(t) +
-                             " (the vocabulary-parallel cross entropy sums over the ranks' shards)");
-        if (const auto why = fused_cross_entropy_unsupported(device_, scalar_type(config_.precision)); !why.empty())
-            throw UsageError("--cross-entropy-loss-fusion: " + why);
-    }
-    if (config_.layernorm_backward_fusion) {
-        if (const auto why = fused_layer_norm_unsupported(device_, scalar_type(config_.precision)); !why.empty())
-            throw UsageError("--layernorm-backward-fusion: " + why);
-    }
-    if (config_.bias_grad_fusion) {
-        if (const auto why = fused_linear_unsupported(device_, scalar_type(config_.precision)); !why.empty())
-            throw UsageError("--bias-grad-fusion: " + why);
-    }
+    if (config_.cross_entropy_fusion && t > 1)
+        throw UsageError("--cross-entropy-loss-fusion: not with --tensor-model-parallel-size " + std::to_string(t) +
+                         " (the vocabulary-parallel cross entropy sums over the ranks' shards)");
+    // A fusion that cannot run here: its flag's error, before any weight is made.
+    const auto dtype = scalar_type(config_.precision);
+    const auto refuse = [](bool on, const char* flag, const std::string& why) {
+        if (on && !why.empty()) throw UsageError(std::string(flag) + ": " + why);
+    };
+    refuse(config_.cross_entropy_fusion, "--cross-entropy-loss-fusion", fused_cross_entropy_unsupported(device_, dtype));
+    refuse(config_.layernorm_backward_fusion, "--layernorm-backward-fusion", fused_layer_norm_unsupported(device_, dtype));
+    refuse(config_.bias_grad_fusion, "--bias-grad-fusion", fused_linear_unsupported(device_, dtype));
+    refuse(config_.residual_layernorm_fusion, "--residual-layernorm-fusion", fused_layer_norm_unsupported(device_, dtype));
+    refuse(config_.gradient_accumulation_fusion, "--gradient-accumulation-fusion",
+           gradient_accumulation_fusion_unsupported(device_, dtype));
     local_heads_ = config_.num_attention_heads / t;
     local_vocab_ = config_.padded_vocab_size / t;
     vocab_start_ = tp_.rank * local_vocab_;
@@ -159,6 +166,12 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
         b.fc1_b = add(layer, "mlp.dense_h_to_4h.bias", zeros(f_rows), TpSplit::ColumnParallel, false);
         b.fc2_w = add(layer, "mlp.dense_4h_to_h.weight", normal({h, f}, out_std), TpSplit::RowParallel, true);
         b.fc2_b = add(layer, "mlp.dense_4h_to_h.bias", zeros(h), TpSplit::Replicated, false);
+        b.qkv_sink = main_grad_sink(b.qkv_w);
+        b.fc1_sink = main_grad_sink(b.fc1_w);
+        if (t == 1) {
+            b.dense_sink = main_grad_sink(b.dense_w);
+            b.fc2_sink = main_grad_sink(b.fc2_w);
+        }
         blocks_.push_back(std::move(b));
     }
     const int last = final_norm_layer_index(L);
@@ -286,22 +299,39 @@ void GptModel::sum_grad_over_tp(at::Tensor& x) const {
     });
 }
 
+std::pair<at::Tensor, at::Tensor> GptModel::residual_layer_norm(const at::Tensor& base, const at::Tensor& delta,
+                                                                 const at::Tensor& w, const at::Tensor& b) const {
+    const double eps = config_.layernorm_epsilon;
+    if (!delta.defined()) return {base, layer_norm(base, w, b, eps)};
+    if (config_.residual_layernorm_fusion && base.scalar_type() == w.scalar_type() && delta.scalar_type() == w.scalar_type())
+        return fused_residual_layer_norm(base, delta, w, b, eps);
+    auto sum = base + delta;
+    return {sum, layer_norm(sum, w, b, eps)};
+}
+
 at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at::Tensor& attn_bias) {
+    const Block& b = blocks_[static_cast<std::size_t>(i)];
+    const auto [base, delta] = block_terms(i, x, layer_norm(x, b.ln1_w, b.ln1_b, config_.layernorm_epsilon), attn_bias);
+    return base + delta;
+}
+
+std::pair<at::Tensor, at::Tensor> GptModel::block_terms(std::int64_t i, const at::Tensor& x, at::Tensor ln,
+                                                        const at::Tensor& attn_bias) {
     const Block& b = blocks_[static_cast<std::size_t>(i)];
     const auto n = local_heads_, d = config_.head_dim();
     const auto batch = x.size(0), seq = x.size(1);
-    const double eps = config_.layernorm_epsilon;
     const bool post_ln = config_.residual_post_layernorm;
-    // A Linear with its bias: --bias-grad-fusion's bias gradient where the input has the weights' dtype.
-    const auto linear = [&](const at::Tensor& in, const at::Tensor& w, const at::Tensor& bias) {
-        return config_.bias_grad_fusion && in.scalar_type() == w.scalar_type() ? fused_linear(in, w, bias)
-                                                                                : at::linear(in, w, bias);
+    // A Linear with its bias: --bias-grad-fusion's bias gradient and --gradient-accumulation-fusion's weight gradient
+    // where the input has the weights' dtype.
+    const auto linear = [&](const at::Tensor& in, const at::Tensor& w, const at::Tensor& bias,
+                            const c10::intrusive_ptr<MainGradSink>& sink) {
+        if (in.scalar_type() != w.scalar_type() || !(config_.bias_grad_fusion || sink)) return at::linear(in, w, bias);
+        return fused_linear(in, w, bias, {config_.bias_grad_fusion, sink});
     };
 
-    auto ln = layer_norm(x, b.ln1_w, b.ln1_b, eps);
     // Megatron's [n, 3, d] per token. unbind, not three selects: its backward stacks dq, dk, dv into one tensor in
     // one copy, where each select's backward fills a zero tensor of the whole QKV size and autograd adds the three.
-    const auto qkv = linear(copy_to_tp(ln), b.qkv_w, b.qkv_b).view({batch, seq, n, 3, d}).unbind(3);
+    const auto qkv = linear(copy_to_tp(ln), b.qkv_w, b.qkv_b, b.qkv_sink).view({batch, seq, n, 3, d}).unbind(3);
     auto q = qkv[0].transpose(1, 2);  // [b, n, s, d]
     auto k = qkv[1].transpose(1, 2);
     auto v = qkv[2].transpose(1, 2);
@@ -311,13 +341,13 @@ at::Tensor GptModel::block_forward(std::int64_t i, const at::Tensor& x, const at
                                      : at::scaled_dot_product_attention(q, k, v, {}, p_attn, /*is_causal=*/true);
     ctx = ctx.transpose(1, 2).reshape({batch, seq, n * d});
     // Row-parallel: the partial products are summed over the group, then the (replicated) bias.
-    auto attn = tp_.size == 1 ? linear(ctx, b.dense_w, b.dense_b) : reduce_from_tp(at::linear(ctx, b.dense_w)) + b.dense_b;
-    auto y = (post_ln ? ln : x) + dropout(attn, config_.hidden_dropout, /*seq_first=*/true);
-
-    ln = layer_norm(y, b.ln2_w, b.ln2_b, eps);
-    auto m = mlp_activation(linear(copy_to_tp(ln), b.fc1_w, b.fc1_b), config_.activation, config_.glu);
-    auto out = tp_.size == 1 ? linear(m, b.fc2_w, b.fc2_b) : reduce_from_tp(at::linear(m, b.fc2_w)) + b.fc2_b;
-    return (post_ln ? ln : y) + dropout(out, config_.hidden_dropout, /*seq_first=*/true);
+    auto attn = tp_.size == 1 ? linear(ctx, b.dense_w, b.dense_b, b.dense_sink) : reduce_from_tp(at::linear(ctx, b.dense_w)) + b.dense_b;
+    at::Tensor y;
+    std::tie(y, ln) = residual_layer_norm(post_ln ? ln : x, dropout(attn, config_.hidden_dropout, /*seq_first=*/true),
+                                          b.ln2_w, b.ln2_b);
+    auto m = mlp_activation(linear(copy_to_tp(ln), b.fc1_w, b.fc1_b, b.fc1_sink), config_.activation, config_.glu);
+    auto out = tp_.size == 1 ? linear(m, b.fc2_w, b.fc2_b, b.fc2_sink) : reduce_from_tp(at::linear(m, b.fc2_w)) + b.fc2_b;
+    return {post_ln ? ln : y, dropout(out, config_.hidden_dropout, /*seq_first=*/true)};
 }
 
 at::Tensor GptModel::dropout(const at::Tensor& x, double p, bool seq_first) const {
@@ -385,25 +415,31 @@ at::Tensor GptModel::embed(const at::Tensor& tokens, const at::Tensor& position_
     return config_.fp32_residual ? x.to(at::kFloat) : x;  // GPTModelPipe: .float() after the embedding
 }
 
-at::Tensor GptModel::run_blocks(at::Tensor x, const at::Tensor& segment_ids) {
+std::pair<at::Tensor, at::Tensor> GptModel::run_blocks(at::Tensor x, const at::Tensor& segment_ids) {
     if (x.dim() != 3 || x.size(2) != config_.hidden_size) throw Error("hidden states must be [batch, seq, hidden]");
     const auto bias = attention_bias(x.size(1), scalar_type(config_.precision), segment_ids);
     const bool recompute = config_.checkpoint_activations && c10::GradMode::is_enabled();
+    // The hidden states are base + delta (delta undefined: base alone): each block's last residual sum is left to
+    // the next block's input_layernorm (or the final LayerNorm), which --residual-layernorm-fusion computes with it.
+    at::Tensor base = std::move(x), delta;
     for (std::int64_t i = stage_.first_block; i < stage_.end_block;) {
-        if (recompute) {
+        if (recompute) {  // a recomputed group takes and gives whole hidden states
             const auto count = std::min(config_.checkpoint_num_layers, stage_.end_block - i);
-            x = recomputed_blocks(*this, i, count, x, bias);
+            base = recomputed_blocks(*this, i, count, delta.defined() ? base + delta : base, bias);
+            delta = at::Tensor();
             i += count;
         } else {
-            x = block_forward(i, x, bias);
+            const Block& b = blocks_[static_cast<std::size_t>(i)];
+            const auto [input, ln] = residual_layer_norm(base, delta, b.ln1_w, b.ln1_b);
+            std::tie(base, delta) = block_terms(i, input, ln, bias);
             ++i;
         }
     }
-    return x;
+    return {base, delta};
 }
 
-at::Tensor GptModel::final_norm(const at::Tensor& x) {
-    auto out = layer_norm(x, final_ln_w_, final_ln_b_, config_.layernorm_epsilon);
+at::Tensor GptModel::final_norm(const std::pair<at::Tensor, at::Tensor>& x) {
+    auto out = residual_layer_norm(x.first, x.second, final_ln_w_, final_ln_b_).second;
     sum_grad_over_tp(out);  // the input of the (vocab-parallel) output projection
     return out;
 }
@@ -416,7 +452,8 @@ at::Tensor GptModel::hidden_states(const at::Tensor& tokens, const at::Tensor& p
 at::Tensor GptModel::stage_forward(const at::Tensor& input, const at::Tensor& labels, const at::Tensor& loss_mask,
                                    const at::Tensor& position_ids, const at::Tensor& segment_ids) {
     auto x = run_blocks(stage_.first() ? embed(input, position_ids) : input, segment_ids);
-    return stage_.last() ? loss_from_hidden(final_norm(x), labels, loss_mask) : x;
+    if (stage_.last()) return loss_from_hidden(final_norm(x), labels, loss_mask);
+    return x.second.defined() ? x.first + x.second : x.first;  // the hidden states sent to the next stage
 }
 
 // With tensor parallelism: this rank's vocabulary shard of the logits.

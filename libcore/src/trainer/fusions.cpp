@@ -10,7 +10,6 @@ namespace mds::trainer {
 Fusions fusions_for(const flags::TrainArgs& args, const c10::Device& device, std::vector<std::string>* by_default) {
     const auto& o = args.optimizer;
     const auto dtype = o.fp16 ? at::kHalf : o.bf16 ? at::kBFloat16 : at::kFloat;
-    const bool fp16 = dtype == at::kHalf;
     // Whether `flag` is on: as given, else `applies` on a GPU.
     const auto decide = [&](const std::string& flag, bool given_value, bool applies) {
         if (args.flags_given.count(flag) > 0 || args.flags_given.count("--no-" + flag.substr(2)) > 0) return given_value;
@@ -20,14 +19,16 @@ Fusions fusions_for(const flags::TrainArgs& args, const c10::Device& device, std
     };
     Fusions f;
     f.cross_entropy = decide("--cross-entropy-loss-fusion", args.model.cross_entropy_loss_fusion,
-                             !fp16 && args.parallel.tensor_model_parallel_size == 1 &&
+                             args.parallel.tensor_model_parallel_size == 1 &&
                                  model::fused_cross_entropy_unsupported(device, dtype).empty());
     f.adam_step = decide("--adam-step-fusion", o.adam_step_fusion,
                          !args.parallel.host_optimizer() && fused_adam_unsupported(device, dtype).empty());
     f.layernorm_backward = decide("--layernorm-backward-fusion", args.model.layernorm_backward_fusion,
-                                  !fp16 && model::fused_layer_norm_unsupported(device, dtype).empty());
+                                  model::fused_layer_norm_unsupported(device, dtype).empty());
     f.bias_grad = decide("--bias-grad-fusion", args.model.bias_grad_fusion,
-                         !fp16 && model::fused_linear_unsupported(device, dtype).empty());
+                         model::fused_linear_unsupported(device, dtype).empty());
+    f.gradient_accumulation = args.model.gradient_accumulation_fusion;
+    f.residual_layernorm = args.model.residual_layernorm_fusion;
     return f;
 }
 

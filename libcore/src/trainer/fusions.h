@@ -17,6 +17,7 @@ namespace mds::trainer {
 
 struct Fusions {
     bool cross_entropy = false, adam_step = false, layernorm_backward = false, bias_grad = false;
+    bool gradient_accumulation = false, residual_layernorm = false;  // only when given (their CUDA paths await a GPU run)
 };
 
 // The fusions in effect for `args` on `device`; `by_default` (when not null) gets the flags of those turned on

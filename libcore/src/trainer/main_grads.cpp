@@ -21,7 +21,10 @@ struct MainGrads::Impl {
     // Parameter k's micro-batch gradient, just accumulated into its .grad by autograd, into the fp32 view.
     void take(std::size_t k) {
         auto& grad = params[k].tensor.mutable_grad();
-        if (grad.defined()) {
+        if (const auto& sink = params[k].main_grad; sink && sink->added) {
+            sink->added = false;  // the backward added into views[k] itself; `grad` is its placeholder
+            grad.reset();
+        } else if (grad.defined()) {
             c10::NoGradGuard no_grad;
             views[k].add_(grad);
             grad.reset();
@@ -44,6 +47,7 @@ MainGrads::MainGrads(std::vector<model::Parameter>& params) : impl_(std::make_sh
     std::int64_t offset = 0;
     for (const auto& p : params) {
         m.views.push_back(m.flat.narrow(0, offset, p.tensor.numel()).view(p.tensor.sizes()));
+        if (p.main_grad) p.main_grad->grad = m.views.back();  // --gradient-accumulation-fusion's target
         offset += p.tensor.numel();
     }
     set_gradient_hooks(params, [w = std::weak_ptr<Impl>(impl_)](std::size_t k) {
@@ -51,7 +55,14 @@ MainGrads::MainGrads(std::vector<model::Parameter>& params) : impl_(std::make_sh
     });
 }
 
-MainGrads::~MainGrads() { clear_gradient_hooks(impl_->params); }
+MainGrads::~MainGrads() {
+    clear_gradient_hooks(impl_->params);
+    for (auto& p : impl_->params)
+        if (p.main_grad) {  // a later backward returns the weight's gradient again
+            p.main_grad->grad.reset();
+            p.main_grad->added = false;
+        }
+}
 
 void MainGrads::zero() {
     impl_->flat.zero_();

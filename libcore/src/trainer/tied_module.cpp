@@ -24,13 +24,13 @@ std::vector<model::Parameter> tied_extras(const model::GptModel& model) {
     auto f32 = at::TensorOptions().dtype(at::kFloat).device(model.device());
     if (c.embed_layernorm) {
         out.push_back({model::kEmbeddingLayer, "word_embeddings.norm.weight", at::zeros({c.hidden_size}, f32),
-                       model::TpSplit::Replicated, false, true});
+                       model::TpSplit::Replicated, false, true, {}});
         out.push_back({model::kEmbeddingLayer, "word_embeddings.norm.bias", at::zeros({c.hidden_size}, f32),
-                       model::TpSplit::Replicated, false, true});
+                       model::TpSplit::Replicated, false, true, {}});
     }
     if (c.position_embedding == model::PositionEmbedding::Absolute)
         out.push_back({model::kEmbeddingLayer, "position_embeddings.weight",
-                       at::zeros({c.max_position_embeddings, c.hidden_size}, f32), model::TpSplit::Replicated, true, true});
+                       at::zeros({c.max_position_embeddings, c.hidden_size}, f32), model::TpSplit::Replicated, true, true, {}});
     return out;
 }
 

@@ -323,6 +323,8 @@ void Trainer::setup_model() {
     cfg_.cross_entropy_fusion = fusions_.cross_entropy;
     cfg_.layernorm_backward_fusion = fusions_.layernorm_backward;
     cfg_.bias_grad_fusion = fusions_.bias_grad;
+    cfg_.gradient_accumulation_fusion = fusions_.gradient_accumulation;
+    cfg_.residual_layernorm_fusion = fusions_.residual_layernorm;
     if (!by_default.empty()) {
         std::string flags;
         for (const auto& f : by_default) flags += " " + f;

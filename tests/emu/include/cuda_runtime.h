@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <cuda_bf16.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +29,9 @@ template <typename T>
 inline T min(T a, T b) {
     return b < a ? b : a;
 }
+
+// CUDA's reciprocal square root (within 2 ulp on a GPU; the host's correctly rounded quotient here).
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 
 namespace mds_emu {
 

@@ -7,6 +7,8 @@
 
 #include <array>
 #include <cmath>
+#include <tuple>
+#include <vector>
 
 #include "mds/model/fused_layer_norm.h"
 #include "mds/util/error.h"
@@ -94,4 +96,45 @@ TEST_CASE("fused layer norm of no rows or no columns: zero gradients, as ATen's"
         CHECK(at::equal(w.grad(), at::zeros({cols})));
         CHECK(at::equal(b.grad(), at::zeros({cols})));
     }
+}
+
+TEST_CASE("fused residual layer norm = a + b and ATen's LayerNorm of it: values and the four gradients") {
+    at::manual_seed(12);
+    for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+        for (const auto& shape : {std::vector<std::int64_t>{37, 96}, std::vector<std::int64_t>{3, 5, 64}}) {
+            INFO("shape " << c10::str(shape) << ", " << c10::toString(dtype));
+            const auto a0 = (at::randn(shape) * 2 + 0.5).to(dtype), b0 = (at::randn(shape) * 0.5).to(dtype);
+            const auto w0 = at::randn({shape.back()}).to(dtype), bias0 = at::randn({shape.back()}).to(dtype);
+            const auto rs = at::randn(shape), ry = at::randn(shape);  // the loss uses s (the residual stream) and y
+            std::vector<at::Tensor> grads[2];
+            at::Tensor s_out[2], y_out[2];
+            for (int fused = 0; fused < 2; ++fused) {
+                auto a = a0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+                auto w = w0.clone().requires_grad_(true), bias = bias0.clone().requires_grad_(true);
+                at::Tensor s, y;
+                if (fused) {
+                    std::tie(s, y) = mds::model::fused_residual_layer_norm(a, b, w, bias, 1e-5);
+                } else {
+                    s = a + b;
+                    y = at::layer_norm(s, {shape.back()}, w, bias, 1e-5);
+                }
+                torch::autograd::backward({(s.to(at::kFloat) * rs).sum() + (y.to(at::kFloat) * ry).sum()});
+                s_out[fused] = s.detach();
+                y_out[fused] = y.detach();
+                grads[fused] = {a.grad(), b.grad(), w.grad(), bias.grad()};
+            }
+            CHECK(at::equal(s_out[1], s_out[0]));  // the same rounded sums
+            const double tol = dtype == at::kFloat ? 1e-5 : 1e-2;
+            CHECK(normwise(y_out[1], y_out[0]) < tol);
+            for (int k = 0; k < 4; ++k) {
+                INFO("gradient " << k);
+                CHECK((grads[1][static_cast<std::size_t>(k)].scalar_type() == dtype));
+                CHECK(normwise(grads[1][static_cast<std::size_t>(k)], grads[0][static_cast<std::size_t>(k)]) < tol);
+            }
+            CHECK(at::equal(grads[1][0], grads[1][1]));  // a and b: the gradient of their sum
+        }
+    }
+    const auto x = at::randn({4, 8});
+    CHECK_THROWS_WITH_AS(mds::model::fused_residual_layer_norm(x, at::randn({4, 7}), at::ones({8}), at::zeros({8}), 1e-5),
+                         doctest::Contains("fused residual layer norm"), mds::Error);
 }

@@ -87,3 +87,13 @@ TEST_CASE("fused linear refuses mismatched shapes and dtypes, and fp16") {
     CHECK_THROWS_WITH_AS(fused_linear(x.to(at::kHalf), at::ones({5, 8}, at::kHalf), at::zeros({5}, at::kHalf)),
                          doctest::Contains("fp32 or bf16 only, not Half"), mds::Error);
 }
+
+TEST_CASE("gradient accumulation fusion: bf16 only; on a GPU build cuBLAS's cublasGemmEx is found in the process") {
+    using mds::model::gradient_accumulation_fusion_unsupported;
+    CHECK(gradient_accumulation_fusion_unsupported(c10::Device(at::kCPU), at::kBFloat16).empty());
+    CHECK(gradient_accumulation_fusion_unsupported(c10::Device(at::kCPU), at::kFloat).find("bf16 only") != std::string::npos);
+    // Without a GPU the answer for CUDA is the build's: empty where the kernels were built (then the symbol was found
+    // in LibTorch's libcublas, which this process loads), else that they were not; never a missing cublasGemmEx.
+    const auto cuda = gradient_accumulation_fusion_unsupported(c10::Device(at::kCUDA, 0), at::kBFloat16);
+    CHECK(cuda.find("cublasGemmEx") == std::string::npos);
+}

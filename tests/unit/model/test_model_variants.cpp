@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "mds/model/gpt_config.h"
@@ -210,20 +211,34 @@ TEST_CASE("--cross-entropy-loss-fusion: the model's loss and gradients as withou
                          mds::UsageError);
 }
 
-TEST_CASE("--layernorm-backward-fusion: the model's loss and gradients as without it, post-LayerNorm too; fp16 refused") {
+namespace {
+
+// A fusion of the LayerNorms (GptConfig's `flag`, mds-train's `name`): the model's loss and gradients as without it,
+// with the pre- and the post-LayerNorm residual; fp16 refused.
+void check_layer_norm_fusion(bool mds::model::GptConfig::*flag, const std::string& name) {
     auto c = tiny();
     for (bool post : {false, true}) {
-        INFO("post-LayerNorm residual " << post);
+        INFO(name << ", post-LayerNorm residual " << post);
         c.residual_post_layernorm = post;
-        c.layernorm_backward_fusion = false;
+        c.*flag = false;
         GptModel plain(c, c10::Device(at::kCPU), 5);
-        c.layernorm_backward_fusion = true;
+        c.*flag = true;
         GptModel fused(c, c10::Device(at::kCPU), 5);
         check_same_loss_and_grads(plain, fused);
     }
     c.precision = Precision::FP16;
-    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--layernorm-backward-fusion takes fp32 or bf16, not --fp16"),
-                         mds::UsageError);
+    const std::string refused = name + " takes fp32 or bf16, not --fp16";
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains(refused.c_str()), mds::UsageError);
+}
+
+}  // namespace
+
+TEST_CASE("--layernorm-backward-fusion: the model's loss and gradients as without it, post-LayerNorm too; fp16 refused") {
+    check_layer_norm_fusion(&mds::model::GptConfig::layernorm_backward_fusion, "--layernorm-backward-fusion");
+}
+
+TEST_CASE("--residual-layernorm-fusion: the model's loss and gradients as without it, post-LayerNorm too; fp16 refused") {
+    check_layer_norm_fusion(&mds::model::GptConfig::residual_layernorm_fusion, "--residual-layernorm-fusion");
 }
 
 TEST_CASE("--bias-grad-fusion: the model's loss and gradients as without it; fp16 refused") {
@@ -236,3 +251,4 @@ TEST_CASE("--bias-grad-fusion: the model's loss and gradients as without it; fp1
     c.precision = Precision::FP16;
     CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--bias-grad-fusion takes fp32 or bf16, not --fp16"), mds::UsageError);
 }
+

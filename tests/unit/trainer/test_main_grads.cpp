@@ -7,6 +7,7 @@
 // After doctest: LibTorch defines its own CHECK (glog style), so this file spells DOCTEST_CHECK.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "adam_support.h"
@@ -16,6 +17,7 @@
 #include "mds/trainer/grad_reducer.h"
 #include "mds/trainer/main_grads.h"
 #include "mds/trainer/optimizer.h"
+#include "mds/util/error.h"
 #include "tiny_gpt.h"
 
 using namespace mds::trainer;
@@ -154,4 +156,78 @@ TEST_CASE("main gradients: the optimizer's step from them is its step from fp32 
             DOCTEST_CHECK(at::equal(copies_model.parameters()[k].tensor, main_model.parameters()[k].tensor));
         }
     }
+}
+
+TEST_CASE("gradient accumulation fusion: the Linear weights' products go straight into the fp32 main gradients") {
+    constexpr int kMicroBatches = 4;
+    auto fused_config = bf16_gpt();
+    fused_config.gradient_accumulation_fusion = true;
+    mds::model::GptModel plain(bf16_gpt(), c10::Device(at::kCPU), 7);
+    mds::model::GptModel fused(fused_config, c10::Device(at::kCPU), 7);
+    // The blocks' four Linear weights have a sink, nothing else does.
+    std::size_t sinks = 0;
+    for (const auto& p : fused.parameters()) {
+        const bool linear_weight = p.name == "self_attention.query_key_value.weight" || p.name == "self_attention.dense.weight" ||
+                                   p.name == "mlp.dense_h_to_4h.weight" || p.name == "mlp.dense_4h_to_h.weight";
+        INFO(p.full_name());
+        DOCTEST_CHECK(static_cast<bool>(p.main_grad) == linear_weight);
+        sinks += linear_weight ? 1 : 0;
+    }
+    DOCTEST_CHECK(sinks == 4 * static_cast<std::size_t>(fused_config.num_layers));
+    // Without MainGrads the fused model's backward returns every gradient, as the plain one's.
+    backward(fused, 0);
+    backward(plain, 0);
+    for (std::size_t k = 0; k < plain.parameters().size(); ++k) {
+        INFO(plain.parameters()[k].full_name());
+        DOCTEST_CHECK(fused.parameters()[k].tensor.grad().defined());
+        const auto& sink = fused.parameters()[k].main_grad;
+        DOCTEST_CHECK_FALSE((sink && sink->added));
+    }
+    for (auto* m : {&plain, &fused})
+        for (auto& p : m->parameters()) p.tensor.mutable_grad().reset();
+
+    std::vector<at::Tensor> want, got;
+    std::vector<std::size_t> heard_plain, heard_fused;
+    {
+        MainGrads main_plain(plain.parameters()), main_fused(fused.parameters());
+        main_plain.set_listener([&](std::size_t k) { heard_plain.push_back(k); });
+        main_fused.set_listener([&](std::size_t k) { heard_fused.push_back(k); });
+        main_plain.zero();
+        main_fused.zero();
+        for (int j = 0; j < kMicroBatches; ++j) {
+            backward(plain, j);
+            backward(fused, j);
+        }
+        for (const auto& g : main_plain.grads()) want.push_back(g.clone());
+        for (const auto& g : main_fused.grads()) got.push_back(g.clone());
+        for (const auto& p : fused.parameters()) {
+            INFO(p.full_name());
+            DOCTEST_CHECK(!p.tensor.grad().defined());  // the placeholders were dropped
+            DOCTEST_CHECK_FALSE((p.main_grad && p.main_grad->added));
+        }
+    }
+    // The hooks ran as without the fusion: the data-parallel reducer hears every parameter once per micro batch
+    // (a weight now before its bias: the fused backward's order).
+    DOCTEST_CHECK(heard_fused.size() == kMicroBatches * fused.parameters().size());
+    std::sort(heard_fused.begin(), heard_fused.end());
+    std::sort(heard_plain.begin(), heard_plain.end());
+    DOCTEST_CHECK(heard_fused == heard_plain);
+    std::int64_t weight_differs = 0;
+    for (std::size_t k = 0; k < want.size(); ++k) {
+        const auto& p = fused.parameters()[k];
+        INFO(p.full_name());
+        const double scale = std::max(want[k].abs().max().item<double>(), 1e-30);
+        // Each micro batch's product no longer rounded to bf16 before the fp32 sum: within bf16's rounding of it.
+        const double normwise = (got[k] - want[k]).abs().max().item<double>() / scale;
+        DOCTEST_CHECK(normwise < 1e-2);
+        if (p.main_grad) weight_differs += got[k].ne(want[k]).sum().item<std::int64_t>();
+    }
+    DOCTEST_CHECK(weight_differs > 1000);  // the fused sums are other (unrounded) numbers: the test tells them apart
+    // MainGrads gone, the sinks are empty: the backward returns the weights' gradients again.
+    backward(fused, 0);
+    for (const auto& p : fused.parameters()) DOCTEST_CHECK(p.tensor.grad().defined());
+
+    auto fp32 = tiny_gpt();
+    fp32.gradient_accumulation_fusion = true;
+    DOCTEST_CHECK_THROWS_WITH_AS(fp32.validate(), doctest::Contains("takes --bf16"), mds::UsageError);
 }

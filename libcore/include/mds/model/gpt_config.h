@@ -64,6 +64,13 @@ struct GptConfig {
     // --bias-grad-fusion: the blocks' Linear layers with a bias through model/fused_linear.h (fp32 or bf16): the
     // bias's gradient from kernels/bias_grad.h instead of autograd's sum over the rows.
     bool bias_grad_fusion = false;
+    // --gradient-accumulation-fusion (bf16): the blocks' Linear weights through model/fused_linear.h, whose backward
+    // adds each weight's gradient into the trainer's fp32 main gradient (Parameter::main_grad, main_grad_sink.h).
+    bool gradient_accumulation_fusion = false;
+    // --residual-layernorm-fusion: each residual sum and the LayerNorm after it (post_attention_layernorm, the next
+    // block's input_layernorm, the final one) through model/fused_layer_norm.h's fused_residual_layer_norm (fp32 or
+    // bf16; not across activation-recomputation groups, not with --fp32-residual-connection).
+    bool residual_layernorm_fusion = false;
 
     std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
     // Megatron's projection_size: the width of Q, K, V and of the attention output's input.

@@ -42,9 +42,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mds/model/gpt_config.h"
+#include "mds/model/main_grad_sink.h"
 
 namespace mds::model {
 
@@ -62,6 +64,8 @@ struct Parameter {
     TpSplit split = TpSplit::Replicated;
     bool weight_decay = true;  // Megatron: no weight decay for biases and LayerNorm parameters
     bool tied_copy = false;    // the last pipeline stage's copy of the word embeddings (first stage owns them)
+    // --gradient-accumulation-fusion: where this weight's backward adds into the fp32 main gradient (null: it does not).
+    c10::intrusive_ptr<MainGradSink> main_grad;
     std::string full_name() const;  // "03.self_attention.query_key_value.weight"
 };
 
@@ -166,11 +170,23 @@ public:
 private:
     struct Block {
         at::Tensor ln1_w, ln1_b, qkv_w, qkv_b, dense_w, dense_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+        // --gradient-accumulation-fusion: the Linear weights' sinks (null without it, and for the row-parallel
+        // weights under tensor parallelism, whose products ATen computes)
+        c10::intrusive_ptr<MainGradSink> qkv_sink, dense_sink, fc1_sink, fc2_sink;
     };
+    // A sink for the weight `w` just added (its Parameter::main_grad) with --gradient-accumulation-fusion, else null.
+    c10::intrusive_ptr<MainGradSink> main_grad_sink(const at::Tensor& w);
     at::Tensor add(int layer, const std::string& name, at::Tensor value, TpSplit split, bool weight_decay);
     at::Tensor embed(const at::Tensor& tokens, const at::Tensor& position_ids);
-    at::Tensor run_blocks(at::Tensor x, const at::Tensor& segment_ids);  // this stage's blocks
-    at::Tensor final_norm(const at::Tensor& x);
+    // This stage's blocks on hidden states x: their output as {base, delta}, whose sum it is (delta undefined: base).
+    std::pair<at::Tensor, at::Tensor> run_blocks(at::Tensor x, const at::Tensor& segment_ids);
+    at::Tensor final_norm(const std::pair<at::Tensor, at::Tensor>& x);  // the final LayerNorm of base + delta
+    // {base + delta, its LayerNorm with w and b}: one kernel with --residual-layernorm-fusion where the dtypes allow;
+    // delta undefined: {base, the LayerNorm of base}.
+    std::pair<at::Tensor, at::Tensor> residual_layer_norm(const at::Tensor& base, const at::Tensor& delta, const at::Tensor& w,
+                                                          const at::Tensor& b) const;
+    // Block i of input x, with `ln` its input_layernorm's output: the two terms of the block's last residual sum.
+    std::pair<at::Tensor, at::Tensor> block_terms(std::int64_t i, const at::Tensor& x, at::Tensor ln, const at::Tensor& attn_bias);
     at::Tensor loss_from_hidden(const at::Tensor& hidden, const at::Tensor& labels, const at::Tensor& loss_mask);
     // The additive attention bias [1 or b, n or 1, s, s] for ALiBi and / or segments; undefined when
     // the attention is plainly causal (SDPA's own causal mask).

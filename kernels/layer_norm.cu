@@ -49,7 +49,7 @@ template <typename T, int kVec, bool kSharedW>
 __global__ void layer_norm_backward_rows(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                                          const float* __restrict__ mean, const float* __restrict__ rstd,
                                          std::int64_t rows, int cols, std::int64_t rows_per_warp, std::int64_t warps_used,
-                                         T* __restrict__ dx, float* __restrict__ scratch) {
+                                         const T* __restrict__ dres, T* __restrict__ dx, float* __restrict__ scratch) {
     extern __shared__ float smem[];  // w [cols] (kSharedW), then per warp dw [cols] and db [cols]
     const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int w_cols = kSharedW ? cols : 0;
@@ -91,15 +91,18 @@ __global__ void layer_norm_backward_rows(const T* __restrict__ dy, const T* __re
             }
             const float g_mean = g_sum * inv_cols, gx_mean = gx_sum * inv_cols;
             T* dxr = dx + r * cols;
+            const T* dresr = dres ? dres + r * cols : nullptr;
             for (int c = lane * kVec; c < cols; c += 32 * kVec) {
                 const Pack<T, kVec> a = *reinterpret_cast<const Pack<T, kVec>*>(dyr + c);
                 const Pack<T, kVec> b = *reinterpret_cast<const Pack<T, kVec>*>(xr + c);
+                Pack<T, kVec> more{};  // the gradient that reached x along the residual path, added before rounding
+                if (dresr) more = *reinterpret_cast<const Pack<T, kVec>*>(dresr + c);
                 Pack<T, kVec> out;
 #pragma unroll
                 for (int k = 0; k < kVec; ++k) {
                     const float xhat = (to_float(b.v[k]) - mu) * rs,
                                 g = to_float(a.v[k]) * weight(c + k, slot<kVec>(c + k, cols));
-                    out.v[k] = from_float<T>(rs * (g - g_mean - xhat * gx_mean));
+                    out.v[k] = from_float<T>(rs * (g - g_mean - xhat * gx_mean) + (dresr ? to_float(more.v[k]) : 0.0f));
                 }
                 *reinterpret_cast<Pack<T, kVec>*>(dxr + c) = out;
             }
@@ -167,7 +170,7 @@ void allow_shared_memory(Kernel kernel, int device, int bytes, int optin, std::a
 
 template <typename T>
 void backward(const void* dy, const void* x, const void* w, const float* mean, const float* rstd,
-              const LayerNormShape& s, void* dx, float* dw, float* db, float* scratch, cudaStream_t stream) {
+              const LayerNormShape& s, const void* dres, void* dx, float* dw, float* db, float* scratch, cudaStream_t stream) {
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) check_launch("layer norm backward", "(device query)", s.rows, s.cols);
     const int optin = shared_memory_optin(device, s);
@@ -189,14 +192,14 @@ void backward(const void* dy, const void* x, const void* w, const float* mean, c
     const std::int64_t blocks = (sl.warps + warps - 1) / warps;
     const int cols = static_cast<int>(s.cols);
     constexpr int vec = 16 / sizeof(T);
-    const bool packs = s.cols % vec == 0 && aligned16(dy) && aligned16(x) && aligned16(dx);
+    const bool packs = s.cols % vec == 0 && aligned16(dy) && aligned16(x) && aligned16(dx) && (!dres || aligned16(dres));
     auto* kernel = packs ? (shared_w ? layer_norm_backward_rows<T, vec, true> : layer_norm_backward_rows<T, vec, false>)
                          : (shared_w ? layer_norm_backward_rows<T, 1, true> : layer_norm_backward_rows<T, 1, false>);
     static std::atomic<bool> raised[4][kMaxDevices]{};  // per kernel (packed or not, weight shared or not) and device
     allow_shared_memory(kernel, device, static_cast<int>(bytes), optin, raised[(packs ? 1 : 0) + (shared_w ? 2 : 0)], s);
     kernel<<<static_cast<unsigned>(blocks), warps * 32, bytes, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), mean, rstd, s.rows, cols,
-        sl.rows_per_warp, sl.warps, static_cast<T*>(dx), scratch);
+        sl.rows_per_warp, sl.warps, static_cast<const T*>(dres), static_cast<T*>(dx), scratch);
     check_launch("layer norm backward", "rows", s.rows, s.cols);
     layer_norm_backward_columns<<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream>>>(scratch, blocks, cols,
                                                                                              dw, db);
@@ -300,11 +303,11 @@ std::int64_t layer_norm_scratch_floats(const LayerNormShape& s) {
 
 void layer_norm_backward_cuda(const void* dy, const void* x, const void* w, Dtype dtype, const float* mean,
                               const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db,
-                              float* scratch, void* stream) {
+                              float* scratch, void* stream, const void* dres) {
     check_rows("layer norm", shape);
     auto* st = static_cast<cudaStream_t>(stream);
-    if (dtype == Dtype::F32) backward<float>(dy, x, w, mean, rstd, shape, dx, dw, db, scratch, st);
-    else backward<__nv_bfloat16>(dy, x, w, mean, rstd, shape, dx, dw, db, scratch, st);
+    if (dtype == Dtype::F32) backward<float>(dy, x, w, mean, rstd, shape, dres, dx, dw, db, scratch, st);
+    else backward<__nv_bfloat16>(dy, x, w, mean, rstd, shape, dres, dx, dw, db, scratch, st);
 }
 
 }  // namespace mds::kernels

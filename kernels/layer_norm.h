@@ -27,9 +27,11 @@ std::int64_t layer_norm_scratch_floats(const LayerNormShape& s);
 // layer_norm_scratch_floats(shape) floats; `stream` a cudaStream_t (nullptr: the legacy default stream). Throws
 // std::invalid_argument for a shape it cannot take (cols over what shared memory holds: 29,056 on an H100, 20,864 on an A100) and
 // std::runtime_error with CUDA's message when a launch fails.
+// `dres` (may be null): a gradient of x's dtype and shape that reached x by another path (the residual stream's, for
+// a LayerNorm whose input is a residual sum), added to dx before its rounding: dx = LayerNorm's + dres.
 void layer_norm_backward_cuda(const void* dy, const void* x, const void* w, Dtype dtype, const float* mean,
                               const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db,
-                              float* scratch, void* stream);
+                              float* scratch, void* stream, const void* dres = nullptr);
 
 // LayerNorm's forward with the residual sum before it (as llm.c's fused_residual_forward): per row,
 //   s = a + b (each sum rounded to the dtype, as an unfused add of two tensors of it gives),

@@ -58,9 +58,10 @@ void residual_layer_norm_forward_ref(const void* a, const void* b, const void* w
 }
 
 void layer_norm_backward_ref(const void* dy, const void* x, const void* w, Dtype dtype, const float* mean,
-                             const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db) {
+                             const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db,
+                             const void* dres) {
     check_rows("layer norm", shape);
-    const Values dyv{dy, dtype}, xv{x, dtype}, wv{w, dtype};
+    const Values dyv{dy, dtype}, xv{x, dtype}, wv{w, dtype}, dresv{dres, dtype};
     const auto c = shape.cols;
     std::vector<double> sum_dw(static_cast<std::size_t>(c), 0.0), sum_db(static_cast<std::size_t>(c), 0.0);
     for (std::int64_t r = 0; r < shape.rows; ++r) {
@@ -77,7 +78,7 @@ void layer_norm_backward_ref(const void* dy, const void* x, const void* w, Dtype
         const double g_mean = g_sum / static_cast<double>(c), gx_mean = gx_sum / static_cast<double>(c);
         for (std::int64_t j = 0; j < c; ++j) {
             const double xhat = (xv[o + j] - mu) * rs, g = dyv[o + j] * wv[j];
-            const auto d = static_cast<float>(rs * (g - g_mean - xhat * gx_mean));
+            const auto d = static_cast<float>(rs * (g - g_mean - xhat * gx_mean) + (dres ? dresv[o + j] : 0.0));
             if (dtype == Dtype::F32) static_cast<float*>(dx)[o + j] = d;
             else static_cast<std::uint16_t*>(dx)[o + j] = float_to_bf16(d);
         }

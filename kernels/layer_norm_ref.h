@@ -8,7 +8,8 @@
 namespace mds::kernels {
 
 void layer_norm_backward_ref(const void* dy, const void* x, const void* w, Dtype dtype, const float* mean,
-                             const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db);
+                             const float* rstd, const LayerNormShape& shape, void* dx, float* dw, float* db,
+                             const void* dres = nullptr);
 
 // The forward with the residual sum (layer_norm.h): s rounded to the dtype from the fp32 sum, each row's mean and
 // variance of s in double, y in double rounded once to the dtype; mean and rstd stored as fp32.

@@ -34,6 +34,7 @@ struct Case {
     LayerNormShape shape;
     Dtype dtype;
     std::size_t offset = 0;  // elements between an aligned allocation and x, dy and dx
+    bool dres = false;       // the backward: a residual gradient added to dx
 };
 
 // Values of an array of `dtype` as fp32.
@@ -46,8 +47,8 @@ double run_case(const Case& c, std::mt19937_64& rng) {
     const auto n = static_cast<std::size_t>(s.rows * s.cols), cols = static_cast<std::size_t>(s.cols);
     const std::size_t elt = c.dtype == Dtype::F32 ? 4 : 2;
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> xf(n), dyf(n), wf(cols);
-    std::vector<std::uint16_t> xb(n), dyb(n), wb(cols);
+    std::vector<float> xf(n), dyf(n), wf(cols), dresf(c.dres ? n : 0);
+    std::vector<std::uint16_t> xb(n), dyb(n), wb(cols), dresb(c.dres ? n : 0);
     auto fill = [&](std::vector<float>& f, std::vector<std::uint16_t>& b, float scale, float shift) {
         for (std::size_t i = 0; i < f.size(); ++i) {
             const float v = scale * normal(rng) + shift;
@@ -58,6 +59,7 @@ double run_case(const Case& c, std::mt19937_64& rng) {
     fill(xf, xb, 2.0f, 0.3f);
     fill(dyf, dyb, 0.01f, 0.0f);
     fill(wf, wb, 0.2f, 1.0f);
+    fill(dresf, dresb, 0.01f, 0.0f);
     std::vector<float> mean(static_cast<std::size_t>(s.rows)), rstd(static_cast<std::size_t>(s.rows));
     for (std::int64_t r = 0; r < s.rows; ++r) {
         double mu = 0, var = 0;
@@ -73,14 +75,15 @@ double run_case(const Case& c, std::mt19937_64& rng) {
     const void* hx = c.dtype == Dtype::F32 ? static_cast<const void*>(xf.data()) : xb.data();
     const void* hdy = c.dtype == Dtype::F32 ? static_cast<const void*>(dyf.data()) : dyb.data();
     const void* hw = c.dtype == Dtype::F32 ? static_cast<const void*>(wf.data()) : wb.data();
+    const void* hdres = !c.dres ? nullptr : c.dtype == Dtype::F32 ? static_cast<const void*>(dresf.data()) : dresb.data();
     std::vector<float> dx_ref_f(c.dtype == Dtype::F32 ? n : 0), dw_ref(cols), db_ref(cols);
     std::vector<std::uint16_t> dx_ref_b(c.dtype == Dtype::BF16 ? n : 0);
     void* dx_ref = c.dtype == Dtype::F32 ? static_cast<void*>(dx_ref_f.data()) : dx_ref_b.data();
-    layer_norm_backward_ref(hdy, hx, hw, c.dtype, mean.data(), rstd.data(), s, dx_ref, dw_ref.data(), db_ref.data());
+    layer_norm_backward_ref(hdy, hx, hw, c.dtype, mean.data(), rstd.data(), s, dx_ref, dw_ref.data(), db_ref.data(), hdres);
 
     const std::size_t off = c.offset * elt;
     DeviceBuffer x_buf(n * elt, off), dy_buf(n * elt, off), d_w(cols * elt), d_mean(mean.size() * 4),
-        d_rstd(rstd.size() * 4), dx_buf(n * elt, off), d_dw(cols * 4), d_db(cols * 4),
+        d_rstd(rstd.size() * 4), dx_buf(n * elt, off), dres_buf(n * elt, off), d_dw(cols * 4), d_db(cols * 4),
         d_scratch(static_cast<std::size_t>(layer_norm_scratch_floats(s)) * 4);
     void* const x_dev = x_buf.at();
     void* const dy_dev = dy_buf.at();
@@ -89,11 +92,13 @@ double run_case(const Case& c, std::mt19937_64& rng) {
               cuda_ok(cudaMemcpy(dy_dev, hdy, n * elt, cudaMemcpyHostToDevice), "copy dy") &&
               cuda_ok(cudaMemcpy(d_w.p, hw, cols * elt, cudaMemcpyHostToDevice), "copy w") &&
               cuda_ok(cudaMemcpy(d_mean.p, mean.data(), mean.size() * 4, cudaMemcpyHostToDevice), "copy mean") &&
-              cuda_ok(cudaMemcpy(d_rstd.p, rstd.data(), rstd.size() * 4, cudaMemcpyHostToDevice), "copy rstd");
+              cuda_ok(cudaMemcpy(d_rstd.p, rstd.data(), rstd.size() * 4, cudaMemcpyHostToDevice), "copy rstd") &&
+              (!hdres || cuda_ok(cudaMemcpy(dres_buf.at(), hdres, n * elt, cudaMemcpyHostToDevice), "copy dres"));
     if (!ok) return INFINITY;
     layer_norm_backward_cuda(dy_dev, x_dev, d_w.p, c.dtype, static_cast<const float*>(d_mean.p),
                              static_cast<const float*>(d_rstd.p), s, dx_dev, static_cast<float*>(d_dw.p),
-                             static_cast<float*>(d_db.p), static_cast<float*>(d_scratch.p), nullptr);
+                             static_cast<float*>(d_db.p), static_cast<float*>(d_scratch.p), nullptr,
+                             hdres ? dres_buf.at() : nullptr);
     std::vector<float> dx_f(c.dtype == Dtype::F32 ? n : 0), dw(cols), db(cols);
     std::vector<std::uint16_t> dx_b(c.dtype == Dtype::BF16 ? n : 0);
     void* hdx = c.dtype == Dtype::F32 ? static_cast<void*>(dx_f.data()) : dx_b.data();
@@ -264,6 +269,9 @@ int main() {
         {"x, dy, dx 2 bytes past an aligned address: one-value path, bf16", {300, 768}, Dtype::BF16, 1},
         {"one row", {1, 768}, Dtype::BF16},
         {"two columns", {50, 2}, Dtype::F32},
+        {"a residual gradient added to dx, GPT-2 124M, bf16", {16384, 768}, Dtype::BF16, 0, true},
+        {"a residual gradient added to dx, odd width, one-value path, fp32", {1000, 771}, Dtype::F32, 0, true},
+        {"a residual gradient added to dx, 2 bytes past an aligned address, bf16", {300, 768}, Dtype::BF16, 1, true},
     };
     std::mt19937_64 rng(4321);
     const int backward = mds::gpu_test::run_cases(

@@ -22,12 +22,15 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // LayerNorm's gradients {dx, dw, db} (dw and db in the weight's dtype) from dy, the LayerNorm's input x and the
-// forward's per-row mean and rstd (fp32), by kernels/layer_norm.h's backward.
+// forward's per-row mean and rstd (fp32), by kernels/layer_norm.h's backward; `dres` (may be undefined), x's gradient
+// along another path, added into dx by the kernel.
 std::array<at::Tensor, 3> layer_norm_backward(const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& weight,
-                                              const at::Tensor& mean, const at::Tensor& rstd) {
+                                              const at::Tensor& mean, const at::Tensor& rstd, const at::Tensor& dres_in = {}) {
     // No rows or no columns: nothing to add up (the kernels take one of each at least).
     if (x.numel() == 0) return {at::zeros_like(x), at::zeros_like(weight), at::zeros_like(weight)};
     const auto dy = dy_in.to(x.scalar_type()).contiguous();
+    const auto dres = dres_in.defined() ? dres_in.to(x.scalar_type()).contiguous() : at::Tensor();
+    const void* dres_ptr = dres.defined() ? dres.const_data_ptr() : nullptr;
     const kernels::LayerNormShape shape{x.numel() / x.size(-1), x.size(-1)};
     auto dx = at::empty_like(x);
     const auto fp32 = x.options().dtype(at::kFloat);
@@ -41,12 +44,12 @@ std::array<at::Tensor, 3> layer_norm_backward(const at::Tensor& dy_in, const at:
             kernels::layer_norm_backward_cuda(dy.const_data_ptr(), x.const_data_ptr(), weight.const_data_ptr(), dtype,
                                               mean.const_data_ptr<float>(), rstd.const_data_ptr<float>(), shape,
                                               dx.data_ptr(), dw.data_ptr<float>(), db.data_ptr<float>(),
-                                              scratch.data_ptr<float>(), stream);
+                                              scratch.data_ptr<float>(), stream, dres_ptr);
         },
         [&] {
             kernels::layer_norm_backward_ref(dy.const_data_ptr(), x.const_data_ptr(), weight.const_data_ptr(), dtype,
                                              mean.const_data_ptr<float>(), rstd.const_data_ptr<float>(), shape,
-                                             dx.data_ptr(), dw.data_ptr<float>(), db.data_ptr<float>());
+                                             dx.data_ptr(), dw.data_ptr<float>(), db.data_ptr<float>(), dres_ptr);
         });
     return {dx, dw.to(weight.scalar_type()), db.to(weight.scalar_type())};
 }
@@ -95,19 +98,18 @@ struct FusedResidualLayerNorm : public torch::autograd::Function<FusedResidualLa
         return {s, y};
     }
 
-    // The residual stream's gradient: the LayerNorm's input gradient plus what came back along s itself; a and b get it
-    // both, as their sum's.
+    // The residual stream's gradient: the LayerNorm's input gradient plus what came back along s itself (added by the
+    // backward kernel); a and b get it both, as their sum's.
     static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
         const auto saved = ctx->get_saved_variables();
         const auto& s = saved[0];
         const auto& weight = saved[1];
         at::Tensor ds, dw, db;
         if (grad_out[1].defined()) {
-            auto g = layer_norm_backward(grad_out[1], s, weight, saved[2], saved[3]);
+            auto g = layer_norm_backward(grad_out[1], s, weight, saved[2], saved[3], grad_out[0]);
             ds = std::move(g[0]);
             dw = std::move(g[1]);
             db = std::move(g[2]);
-            if (grad_out[0].defined()) ds.add_(grad_out[0].to(ds.scalar_type()));
         } else {
             ds = grad_out[0].defined() ? grad_out[0].to(s.scalar_type()) : at::zeros_like(s);
             dw = at::zeros_like(weight);

@@ -107,3 +107,60 @@ TEST_CASE("layer norm shapes out of range are refused") {
     CHECK_THROWS_AS(check_rows("layer norm", LayerNormShape{2, 0}), std::invalid_argument);
     CHECK_THROWS_AS(check_rows("layer norm", LayerNormShape{2, std::int64_t{1} << 31}), std::invalid_argument);
 }
+
+TEST_CASE("layer norm reference forward with the residual sum: s = a + b rounded, y its LayerNorm, mean and rstd") {
+    const std::int64_t rows = 3, cols = 10;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<std::uint16_t> a(rows * cols), b(rows * cols), w(cols), bias(cols);
+    for (auto* v : {&a, &b, &w, &bias})
+        for (auto& e : *v) e = float_to_bf16(2.0f * normal(rng) + 0.5f);
+    std::vector<std::uint16_t> s(rows * cols), y(rows * cols), y_alone(rows * cols);
+    std::vector<float> mean(rows), rstd(rows), mean_alone(rows), rstd_alone(rows);
+    residual_layer_norm_forward_ref(a.data(), b.data(), w.data(), bias.data(), Dtype::BF16, 1e-5f, {rows, cols}, s.data(),
+                                    y.data(), mean.data(), rstd.data());
+    for (std::int64_t r = 0; r < rows; ++r) {
+        double mu = 0, var = 0;
+        for (std::int64_t j = 0; j < cols; ++j) {
+            const auto i = static_cast<std::size_t>(r * cols + j);
+            // The unfused add: the fp32 sum of the two bf16 values, rounded to bf16.
+            CHECK(s[i] == float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i])));
+            mu += bf16_to_float(s[i]);
+        }
+        mu /= cols;
+        for (std::int64_t j = 0; j < cols; ++j) var += std::pow(bf16_to_float(s[static_cast<std::size_t>(r * cols + j)]) - mu, 2);
+        const double rs = 1 / std::sqrt(var / cols + 1e-5);
+        CHECK(mean[static_cast<std::size_t>(r)] == doctest::Approx(mu).epsilon(1e-6));
+        CHECK(rstd[static_cast<std::size_t>(r)] == doctest::Approx(rs).epsilon(1e-6));
+        for (std::int64_t j = 0; j < cols; ++j) {
+            const auto i = static_cast<std::size_t>(r * cols + j);
+            const double want = (bf16_to_float(s[i]) - mu) * rs * bf16_to_float(w[static_cast<std::size_t>(j)]) +
+                                bf16_to_float(bias[static_cast<std::size_t>(j)]);
+            CHECK(bf16_to_float(y[i]) == doctest::Approx(want).epsilon(1.0 / 128).scale(1.0 / 128));  // one bf16 rounding
+        }
+    }
+    // No b: the LayerNorm of a itself; the sums of a + b above are that of s given as a.
+    residual_layer_norm_forward_ref(s.data(), nullptr, w.data(), bias.data(), Dtype::BF16, 1e-5f, {rows, cols}, nullptr,
+                                    y_alone.data(), mean_alone.data(), rstd_alone.data());
+    CHECK(y_alone == y);
+    CHECK(mean_alone == mean);
+    CHECK(rstd_alone == rstd);
+}
+
+TEST_CASE("layer norm reference backward: a residual gradient is added to dx, nothing else changes") {
+    const std::int64_t rows = 2, cols = 9;
+    std::mt19937 rng(8);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(rows * cols), dy(rows * cols), w(cols), dres(rows * cols);
+    for (auto* v : {&x, &dy, &w, &dres})
+        for (auto& e : *v) e = normal(rng);
+    std::vector<float> mean(rows, 0.2f), rstd(rows, 1.1f);
+    std::vector<float> dx(rows * cols), dw(cols), db(cols), dx2(rows * cols), dw2(cols), db2(cols);
+    layer_norm_backward_ref(dy.data(), x.data(), w.data(), Dtype::F32, mean.data(), rstd.data(), {rows, cols}, dx.data(),
+                            dw.data(), db.data());
+    layer_norm_backward_ref(dy.data(), x.data(), w.data(), Dtype::F32, mean.data(), rstd.data(), {rows, cols}, dx2.data(),
+                            dw2.data(), db2.data(), dres.data());
+    for (std::size_t i = 0; i < dx.size(); ++i) CHECK(dx2[i] == doctest::Approx(dx[i] + dres[i]).epsilon(1e-6));
+    CHECK(dw2 == dw);
+    CHECK(db2 == db);
+}

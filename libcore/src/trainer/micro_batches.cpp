@@ -28,7 +28,7 @@ std::pair<at::Tensor, at::Tensor> tokens_and_labels(const at::Tensor& batch, std
 }
 
 at::Tensor upload_to_device(const at::Tensor& host, c10::Device device) {
-    if (!device.is_cuda()) return host.to(device);
+    if (!device.is_cuda() || !host.is_cpu()) return host.to(device);  // only a host tensor goes through page-locked memory
     return (host.is_pinned() ? host : host.pin_memory()).to(device, /*non_blocking=*/true);
 }
 

@@ -27,6 +27,10 @@ void install_stop_signal_handlers() {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     for (int sig : {SIGUSR1, SIGTERM, SIGINT}) sigaction(sig, &sa, nullptr);
+    // A write to a peer that died (Gloo's writev to a killed rank's socket) must fail with EPIPE, which becomes the
+    // collective's error naming the rank, not end this process silently with SIGPIPE: ignored, as the Python
+    // interpreter that runs BMD ignores it. Child processes get it back at its default (util/process.cpp).
+    signal(SIGPIPE, SIG_IGN);
 }
 
 int stop_signal_received() { return g_signal.load(); }

@@ -7,6 +7,7 @@
 
 namespace mds::trainer {
 
+// Also ignores SIGPIPE, so that a write to a dead peer's socket is an error the collective reports.
 void install_stop_signal_handlers();
 // The signal received (SIGUSR1, SIGTERM, SIGINT), or 0.
 int stop_signal_received();

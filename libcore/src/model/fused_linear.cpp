@@ -66,12 +66,13 @@ GemmEx cublas_gemm_ex() {
 
 // main [out, in] fp32 += g2ᵀ x2, for g2 [rows, out] and x2 [rows, in] of one dtype: the products summed in fp32.
 void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x2) {
-    const auto rows = g2.size(0), out = g2.size(1), in = x2.size(1);
+    const auto out = g2.size(1), in = x2.size(1);
     if (main.scalar_type() != at::kFloat || main.sizes() != at::IntArrayRef{out, in} || main.device() != g2.device())
         throw Error(std::string("gradient accumulation fusion: the main gradient is ") + c10::toString(main.scalar_type()) + " " +
                     c10::str(main.sizes()) + " on " + main.device().str() + ", expected fp32 [" + std::to_string(out) + ", " +
                     std::to_string(in) + "] on " + g2.device().str());
 #ifdef MDS_HAVE_CUDA_KERNELS
+    const auto rows = g2.size(0);
     constexpr auto kMaxInt = static_cast<std::int64_t>(std::numeric_limits<int>::max());
     if (g2.is_cuda() && main.is_contiguous() && g2.is_contiguous() && x2.is_contiguous() && rows <= kMaxInt && out <= kMaxInt &&
         in <= kMaxInt) {
@@ -91,7 +92,6 @@ void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x
         return;
     }
 #endif
-    (void)rows;
     main.addmm_(g2.t().to(at::kFloat), x2.to(at::kFloat));
 }
 

@@ -27,8 +27,9 @@ Fusions fusions_for(const flags::TrainArgs& args, const c10::Device& device, std
                                   model::fused_layer_norm_unsupported(device, dtype).empty());
     f.bias_grad = decide("--bias-grad-fusion", args.model.bias_grad_fusion,
                          model::fused_linear_unsupported(device, dtype).empty());
-    f.gradient_accumulation = args.model.gradient_accumulation_fusion;
-    f.residual_layernorm = args.model.residual_layernorm_fusion;
+    // Off unless given until their CUDA paths have run on a GPU; then `applies` becomes their *_unsupported() test.
+    f.gradient_accumulation = decide("--gradient-accumulation-fusion", args.model.gradient_accumulation_fusion, false);
+    f.residual_layernorm = decide("--residual-layernorm-fusion", args.model.residual_layernorm_fusion, false);
     return f;
 }
 

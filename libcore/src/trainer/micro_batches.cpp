@@ -27,6 +27,10 @@ std::pair<at::Tensor, at::Tensor> tokens_and_labels(const at::Tensor& batch, std
     return {batch.narrow(1, 0, seqlen), batch.narrow(1, 1, seqlen)};
 }
 
+at::Tensor host_buffer(at::IntArrayRef sizes, at::ScalarType dtype, c10::Device for_device) {
+    return at::empty(sizes, at::TensorOptions().dtype(dtype).pinned_memory(for_device.is_cuda()));
+}
+
 at::Tensor upload_to_device(const at::Tensor& host, c10::Device device) {
     if (!device.is_cuda() || !host.is_cpu()) return host.to(device);  // only a host tensor goes through page-locked memory
     return (host.is_pinned() ? host : host.pin_memory()).to(device, /*non_blocking=*/true);
@@ -48,9 +52,9 @@ MicroBatchInputs sft_micro_batch_inputs(const std::vector<data::PackedSample>& r
                                         const SftBatchOptions& options, c10::Device device) {
     const auto n = static_cast<std::int64_t>(rows.size());
     if (seqlen > seq) throw Error("internal: sequence length " + std::to_string(seqlen) + " over the rows' " + std::to_string(seq));
-    auto tokens = at::empty({n, seqlen}, at::kLong), labels = at::empty({n, seqlen}, at::kLong);
-    auto segments = at::empty({n, seqlen}, at::kLong), positions = at::empty({n, seqlen}, at::kLong);
-    auto mask = at::empty({n, seqlen}, at::kFloat);
+    auto tokens = host_buffer({n, seqlen}, at::kLong, device), labels = host_buffer({n, seqlen}, at::kLong, device);
+    auto segments = host_buffer({n, seqlen}, at::kLong, device), positions = host_buffer({n, seqlen}, at::kLong, device);
+    auto mask = host_buffer({n, seqlen}, at::kFloat, device);
     auto* tok = tokens.data_ptr<std::int64_t>();
     auto* lab = labels.data_ptr<std::int64_t>();
     auto* seg = segments.data_ptr<std::int64_t>();
@@ -119,9 +123,9 @@ LtorMasks ltor_masks_and_position_ids(const at::Tensor& tokens, std::int64_t eod
     return {pos, allowed.lt(0.5)};
 }
 
-at::Tensor micro_batch(const Sampler& sample, const std::vector<std::int64_t>& ids, std::int64_t seq, c10::Device device) {
+at::Tensor host_micro_batch(const Sampler& sample, const std::vector<std::int64_t>& ids, std::int64_t seq, c10::Device for_device) {
     const auto n = static_cast<std::int64_t>(ids.size());
-    auto t = at::empty({n, seq + 1}, at::TensorOptions().dtype(at::kLong));
+    auto t = host_buffer({n, seq + 1}, at::kLong, for_device);
     auto* out = t.data_ptr<std::int64_t>();
     for (std::int64_t i = 0; i < n; ++i) {
         const auto id = ids[static_cast<std::size_t>(i)];
@@ -131,7 +135,11 @@ at::Tensor micro_batch(const Sampler& sample, const std::vector<std::int64_t>& i
                         std::to_string(seq + 1));
         std::copy(s.begin(), s.end(), out + i * (seq + 1));
     }
-    return upload_to_device(t, device);
+    return t;
+}
+
+at::Tensor micro_batch(const Sampler& sample, const std::vector<std::int64_t>& ids, std::int64_t seq, c10::Device device) {
+    return upload_to_device(host_micro_batch(sample, ids, seq, device), device);
 }
 
 DataloaderType dataloader_type(const std::string& flag_value) {

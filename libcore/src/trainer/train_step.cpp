@@ -37,7 +37,7 @@ PipelineStep Trainer::pipeline_step(const BatchSource& source, const Pretraining
 BatchSource Trainer::gpt_batches(Sampler sample) const {
     return [sample = std::move(sample), device = device_, seq = cfg_.seq_length, eod = eod_mask_id_,
             reset_eod = reset_position_eod_](const std::vector<std::int64_t>& ids, std::int64_t seqlen) {
-        return micro_batch_inputs(micro_batch(sample, ids, seq, at::kCPU), seqlen, eod, reset_eod, device);
+        return micro_batch_inputs(host_micro_batch(sample, ids, seq, device), seqlen, eod, reset_eod, device);
     };
 }
 

@@ -65,6 +65,10 @@ MicroBatchInputs micro_batch_inputs(const at::Tensor& batch, std::int64_t seqlen
 // until the copy has run.
 at::Tensor upload_to_device(const at::Tensor& host, c10::Device device);
 
+// An uninitialized host tensor to fill and then upload to `for_device`: page-locked when that is a GPU (from
+// LibTorch's caching host allocator, so upload_to_device copies nothing first), ordinary memory otherwise.
+at::Tensor host_buffer(at::IntArrayRef sizes, at::ScalarType dtype, c10::Device for_device);
+
 // Position ids [b, s] int64 (on the CPU) of tokens [b, s] that restart at 0 after each token `eod`
 // (BMD's get_ltor_masks_and_position_ids with reset_position_ids).
 at::Tensor reset_position_ids(const at::Tensor& tokens, std::int64_t eod);
@@ -101,6 +105,8 @@ MicroBatchInputs sft_micro_batch_inputs(const std::vector<data::PackedSample>& r
 
 // One micro batch from the given sample ids, as [ids.size(), seq + 1] token ids on `device`.
 at::Tensor micro_batch(const Sampler& sample, const std::vector<std::int64_t>& ids, std::int64_t seq, c10::Device device);
+// The same in host memory, in a host_buffer for `for_device` (for micro_batch_inputs, which computes there).
+at::Tensor host_micro_batch(const Sampler& sample, const std::vector<std::int64_t>& ids, std::int64_t seq, c10::Device for_device);
 
 // --dataloader-type: Megatron's two pretraining samplers (megatron/data/data_samplers.py).
 enum class DataloaderType { Single, Cyclic };

@@ -5,7 +5,8 @@
   - TensorBoard events read back by TensorBoard's own EventAccumulator carry the tags tr1-13B logged;
   - fp16 (with the loss scale in the line) and bf16 train too; --cross-entropy-loss-fusion gives ATen's losses,
     --adam-step-fusion the unfused step's, --layernorm-backward-fusion ATen's LayerNorm's, --bias-grad-fusion autograd's;
-  - --exit-interval, a --kill-switch-path file and SIGUSR1 stop cleanly (exit 0) between iterations;
+  - --exit-interval, a --kill-switch-path file, SIGUSR1 and a closed standard output stop cleanly (exit 0)
+    between iterations;
   - usage errors (an unsupported flag, --save without --save-interval, --finetune without --load, a missing dataset) exit non-zero with
     a message naming the problem;
   - start-up checks: a file as --save, an unwritable --save (run as another user when root), a --tensorboard-dir or
@@ -172,6 +173,23 @@ def exits(tmp, data):
     check(p.returncode == 0 and "received SIGUSR1" in err and n < 100,
           f"SIGUSR1: rc {p.returncode}, {n} iterations, {err[-500:]}")
     print(f"exits: --exit-interval 7, kill switch, SIGUSR1 after {n} iterations ({time.time() - t0:.1f} s to stop)")
+
+    # `mds-train ... | tee log` with tee gone: the next log line finds the pipe closed, and the run stops as on
+    # SIGUSR1, with its checkpoint, instead of training on unwatched or dying without one.
+    save = tmp + "/ckpt-epipe"
+    flags = model_flags(100000, ["--log-interval", "1", "--save", save, "--save-interval", "100000"])
+    p = subprocess.Popen([TRAIN, *data, *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    latest = open(save + "/latest").read().strip() if os.path.exists(save + "/latest") else ""
+    saved = latest.removeprefix("global_step")
+    check(p.returncode == 0 and "standard output is closed (broken pipe)" in err and
+          "received SIGPIPE (standard output closed): stopping after iteration" in err and saved.isdigit() and
+          0 < int(saved) < 100000 and os.path.isdir(save + "/" + latest),
+          f"closed stdout: rc {p.returncode}, latest {latest!r}, {err[-800:]}")
+    print(f"exits: standard output closed: stopped at iteration {saved} with its checkpoint")
 
 
 def alerts(tmp, data):

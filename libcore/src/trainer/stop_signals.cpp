@@ -33,6 +33,11 @@ void install_stop_signal_handlers() {
     signal(SIGPIPE, SIG_IGN);
 }
 
+void request_stop(int sig) {
+    int expected = 0;
+    g_signal.compare_exchange_strong(expected, sig);
+}
+
 int stop_signal_received() { return g_signal.load(); }
 void reset_stop_signal() { g_signal.store(0); }
 
@@ -41,6 +46,7 @@ const char* signal_name(int sig) {
     case SIGUSR1: return "SIGUSR1";
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
+    case SIGPIPE: return "SIGPIPE (standard output closed)";
     default: return "signal";
     }
 }

@@ -65,7 +65,8 @@ using Clock = std::chrono::steady_clock;
 
 inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Megatron prints its log lines with print_rank_last (stdout); flushed at once for `tee`.
+// Megatron prints its log lines with print_rank_last (stdout); flushed at once for `tee`. When standard output's
+// reader is gone (EPIPE), the run stops after the iteration as on SIGUSR1 (stop_signals.h), saying so on stderr once.
 void print_line(const std::string& s);
 
 // Megatron's timers' line for `names` (BMD's "time (ms) | name: ms | ..."), each timer reduced over the

@@ -6,7 +6,9 @@
 #include <ATen/DeviceAccelerator.h>  // at::accelerator::synchronizeDevice (timers on a GPU), getDeviceStats
 
 #include <algorithm>
+#include <cerrno>  // EPIPE: a closed standard output (print_line)
 #include <charconv>
+#include <csignal>  // SIGPIPE
 #include <cstdio>
 #include <cstdlib>  // std::getenv (MDS_DUMP_BATCHES)
 #include <cstring>
@@ -99,9 +101,19 @@ flags::TrainArgs with_weighted_split_files(const flags::TrainArgs& given) {
 }  // namespace
 
 void print_line(const std::string& s) {
-    std::fputs(s.c_str(), stdout);
-    if (s.empty() || s.back() != '\n') std::fputc('\n', stdout);
-    std::fflush(stdout);
+    bool ok = std::fputs(s.c_str(), stdout) != EOF;
+    if (ok && (s.empty() || s.back() != '\n')) ok = std::fputc('\n', stdout) != EOF;
+    if (ok) ok = std::fflush(stdout) != EOF;
+    if (ok || errno != EPIPE) return;
+    // The log's reader is gone (SIGPIPE is ignored: install_stop_signal_handlers). Training on without a log would
+    // leave nobody watching; ending here would lose the steps since the last checkpoint: stop as on SIGUSR1.
+    static bool told = false;
+    if (!told) {
+        told = true;
+        std::fputs("mds-train: standard output is closed (broken pipe): stopping after this iteration, saving a "
+                   "checkpoint first when --save is given\n", stderr);
+    }
+    request_stop(SIGPIPE);
 }
 
 LossScale::LossScale(const flags::TrainArgs& args) {

@@ -7,9 +7,13 @@
 
 namespace mds::trainer {
 
-// Also ignores SIGPIPE, so that a write to a dead peer's socket is an error the collective reports.
+// Also ignores SIGPIPE, so that a write to a dead peer's socket is an error the collective reports. A log line
+// that finds standard output closed (the reader of a pipe gone: `mds-train ... | tee log` with tee killed) asks
+// for the same graceful stop instead, as SIGPIPE (print_line, request_stop).
 void install_stop_signal_handlers();
-// The signal received (SIGUSR1, SIGTERM, SIGINT), or 0.
+// The same stop as a received `sig`, asked from inside the process; the first stop asked or received wins.
+void request_stop(int sig);
+// The signal received or asked for (SIGUSR1, SIGTERM, SIGINT, SIGPIPE), or 0.
 int stop_signal_received();
 // "SIGUSR1" ...; for messages.
 const char* signal_name(int sig);

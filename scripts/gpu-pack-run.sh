@@ -42,8 +42,8 @@
 # fusions beside llm.c too (its build overlaps the tests as above): up to 10 minutes. MDS_GPU_VARIANTS="NAME ...":
 # only the variants named (v124M, v124M-ce-fusion, v124M-fusions, v124M-profile, v1.5B, v1.5B-fusions,
 # v124M-timing0, v124M-flash-attention, v124M-alibi, v1.5B-profile, v124M-grad-acc-fusion, v1.5B-grad-acc-fusion,
-# v124M-residual-ln-fusion, v124M-all-fusions, v1.5B-all-fusions, v1.5B-fusions-profile; test_train_gpu_parallel
-# too, which the variants plan otherwise leaves out).
+# v124M-residual-ln-fusion, v124M-gelu-epilogue, v1.5B-gelu-epilogue, v124M-all-fusions, v1.5B-all-fusions,
+# v1.5B-fusions-profile; test_train_gpu_parallel too, which the variants plan otherwise leaves out).
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
@@ -274,11 +274,14 @@ if [[ $plan == variants && $dry != 1 ]]; then
   # kernel (bf16 residual adds 3.5 and ATen's LayerNorm forward 3.7 of 136 ms at 124M, 2026-11-30).
   vbench v124M-residual-ln-fusion 60 --size 124M --device cuda --impls mds --timeout 45 \
     --mds-args=--residual-layernorm-fusion
-  # Everything together beside llm.c: the four default fusions and the two opt-in ones.
-  vbench v124M-all-fusions 100 --size 124M --device cuda --impls mds,llmc --llmc-prebuilt --timeout 45 \
-    --mds-args "--gradient-accumulation-fusion --residual-layernorm-fusion"
-  vbench v1.5B-all-fusions 120 --size 1.5B --device cuda --impls mds,llmc --llmc-prebuilt --timeout 60 \
-    --mds-args "--gradient-accumulation-fusion --residual-layernorm-fusion"
+  # --gelu-epilogue-fusion (off by default until measured): the MLP's GeLU and its derivative inside cuBLASLt's
+  # products (GeLU forward and backward: 6.5 of 136 ms at 124M, 2026-11-30).
+  vbench v124M-gelu-epilogue 60 --size 124M --device cuda --impls mds --timeout 45 --mds-args=--gelu-epilogue-fusion
+  vbench v1.5B-gelu-epilogue 80 --size 1.5B --device cuda --impls mds --timeout 60 --mds-args=--gelu-epilogue-fusion
+  # Everything together beside llm.c: the four default fusions and the three opt-in ones.
+  optin="--gradient-accumulation-fusion --residual-layernorm-fusion --gelu-epilogue-fusion"
+  vbench v124M-all-fusions 100 --size 124M --device cuda --impls mds,llmc --llmc-prebuilt --timeout 45 --mds-args "$optin"
+  vbench v1.5B-all-fusions 120 --size 1.5B --device cuda --impls mds,llmc --llmc-prebuilt --timeout 60 --mds-args "$optin"
   # What is left at 1.5B with the four fusions.
   vbench v1.5B-fusions-profile 70 --size 1.5B --device cuda --impls mds --steps 8 --warmup 3 --timeout 60 \
     --mds-args "$fusions $prof --profile-step-start 4 --profile-step-end 6"

@@ -5,11 +5,11 @@ iterations in fp32 without dropout gives the same per-iteration lm loss on --dev
 same losses as ATen's cross entropy (fp32: to 1e-5; bf16: the first loss to 1e-4), --adam-step-fusion's kernels
 the unfused bf16 losses (to 1e-2 relative after the first step), --layernorm-backward-fusion's ATen's LayerNorm's
 (fp32: to 1e-5), --bias-grad-fusion's autograd's (fp32: to 1e-5), --gradient-accumulation-fusion's (bf16) the
-unfused losses (to 2e-2 relative), --residual-layernorm-fusion's (fp32: to 1e-5), the step's timers on CUDA events and at most 6 host waits per iteration in the
-profiled default run, bf16 / fp16 with ALiBi and
-activation recomputation train on the GPU with the loss falling; a GPU checkpoint (saved at --exit-interval)
-holds the CUDA generator state and resumes on the GPU, and on the CPU with --no-load-rng. On a GPU the four
-fusions are on by default (docs/mds-train.md#fused-kernels): each comparison above runs the others off (--no-X),
+unfused losses (to 2e-2 relative), --residual-layernorm-fusion's (fp32: to 1e-5), --gelu-epilogue-fusion's
+(fp32: to 1e-4, through cuBLASLt's epilogues, not ATen's steps), the step's timers on CUDA events and at most 6 host
+waits per iteration in the profiled default run, bf16 / fp16 with ALiBi and activation recomputation train on
+the GPU with the loss falling; a GPU checkpoint (saved at --exit-interval) holds the CUDA generator state and
+resumes on the GPU, and on the CPU with --no-load-rng. On a GPU the four fusions are on by default (docs/mds-train.md#fused-kernels): each comparison above runs the others off (--no-X),
 and the default bf16 run names the four and stays close to the unfused one."""
 import os
 import re
@@ -130,6 +130,20 @@ def main():
         print(f"fp32 cuda residual-layernorm-fusion {rln}\nbf16 cuda residual-layernorm-fusion {bf16_rln}")
         if not stays_close(rln, gpu, 1e-5, 1e-5) or not stays_close(bf16_rln, bf16, 1e-2, 2e-2):
             print("FAIL: --residual-layernorm-fusion on cuda strays from the unfused losses")
+            return 1
+        # --gelu-epilogue-fusion (cuBLASLt's GELU_AUX_BIAS and DGELU epilogues): fp32, the unfused losses to fp32
+        # rounding (other products' summation orders); bf16, close (the GeLU applied before fc1's output is rounded).
+        # Both through cuBLASLt, not ATen's steps: no warning that it refused the operands.
+        glog = []
+        ge = train(data, "cuda", [*UNFUSED, "--gelu-epilogue-fusion"], glog)
+        bf16_ge = train(data, "cuda", ["--bf16", *UNFUSED, "--gelu-epilogue-fusion"], glog)
+        print(f"fp32 cuda gelu-epilogue-fusion {ge}\nbf16 cuda gelu-epilogue-fusion {bf16_ge}")
+        if any("ATen's steps instead" in text for text in glog):
+            print("FAIL: --gelu-epilogue-fusion fell back to ATen's steps on cuda: " +
+                  " ".join(line for text in glog for line in text.splitlines() if "gelu-epilogue" in line))
+            return 1
+        if not stays_close(ge, gpu, 1e-5, 1e-4) or not stays_close(bf16_ge, bf16, 1e-2, 2e-2):
+            print("FAIL: --gelu-epilogue-fusion on cuda strays from the unfused losses")
             return 1
         # The default on a GPU: the four fusions, named on stderr; the losses those of the unfused run, closely.
         # The step's timers run on CUDA events: a line per iteration with positive times; the profiled iterations

@@ -309,7 +309,9 @@ def fusions(tmp, data):
     --adam-step-fusion on the CPU (kernels/adam_ref.cpp): bf16, the same first loss (before any step) and a run that
     stays close; an fp32 model refused before the first iteration. --layernorm-backward-fusion on the CPU
     (kernels/layer_norm_ref.cpp): fp32, ATen's losses; bf16, the same first loss and a run that stays close; --fp16
-    refused. --bias-grad-fusion on the CPU (kernels/bias_grad_ref.cpp): the same."""
+    refused. --bias-grad-fusion on the CPU (kernels/bias_grad_ref.cpp): the same. --gelu-epilogue-fusion on the CPU
+    (its MLP function with ATen's steps): fp32, the unfused losses; bf16, the same first loss and a run that stays
+    close; an activation other than the fused bias GeLU refused."""
     no_dropout = ["--attention-dropout", "0", "--hidden-dropout", "0", "--log-interval", "1"]
 
     def losses(extra):
@@ -348,9 +350,17 @@ def fusions(tmp, data):
     e = run(data + model_flags(6, ["--fp16", "--bias-grad-fusion"]))
     check(e.returncode != 0 and "--bias-grad-fusion takes fp32 or bf16, not --fp16" in e.stderr,
           f"--fp16 --bias-grad-fusion: exit {e.returncode}, {e.stderr[-300:]}")
+    ge, bf_ge = losses(["--gelu-epilogue-fusion"]), losses(["--bf16", "--gelu-epilogue-fusion"])
+    check(len(ge) == 6 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, ge)),
+          f"fp32 losses: unfused MLP {base}, --gelu-epilogue-fusion {ge}")
+    check(len(bf_ge) == 6 and abs(bf[0] - bf_ge[0]) <= 1e-6 * bf[0] and all(abs(a - b) <= 2e-2 * abs(a) for a, b in zip(bf, bf_ge)),
+          f"bf16 losses: unfused MLP {bf}, --gelu-epilogue-fusion {bf_ge}")
+    e = run(data + model_flags(6, ["--gelu-epilogue-fusion", "--no-bias-gelu-fusion"]))
+    check(e.returncode != 0 and "--gelu-epilogue-fusion fuses the bias GeLU" in e.stderr,
+          f"--gelu-epilogue-fusion --no-bias-gelu-fusion: exit {e.returncode}, {e.stderr[-300:]}")
     print(f"fusions: cross entropy fp32 {base[-1:]} = {fused[-1:]}, bf16 {bf[-1:]} ~ {bf_fused[-1:]}; "
           f"adam step bf16 {bf[-1:]} ~ {bf_adam[-1:]}; layer norm fp32 {ln[-1:]}, bf16 {bf_ln[-1:]}; "
-          f"bias grad fp32 {bg[-1:]}, bf16 {bf_bg[-1:]}")
+          f"bias grad fp32 {bg[-1:]}, bf16 {bf_bg[-1:]}; gelu epilogue fp32 {ge[-1:]}, bf16 {bf_ge[-1:]}")
 
 
 def dry_run(tmp, data):

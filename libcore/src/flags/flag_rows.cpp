@@ -444,6 +444,15 @@ void precision_rows(std::vector<FlagRow>& t) {
                  .slot = MDS_SLOT(model.residual_layernorm_fusion),
                  .doc = "(mds only; the same sum exactly and the same LayerNorm to fp32 rounding; off unless given: its CUDA "
                         "kernel has run only in tests/emu's emulator so far, docs/mds-train.md#fused-kernels)"});
+    // mds's own (cuBLASLt's GeLU epilogues; llm.c's gelu_fusion 2, off by default there).
+    t.push_back({.names = "--gelu-epilogue-fusion", .group = g,
+                 .help = "Each block's MLP as one function: on a GPU, the first Linear's product, bias and GeLU in one "
+                         "cuBLASLt product (GeLU's input kept for the backward), and GeLU's derivative applied inside the "
+                         "second Linear's input-gradient product; ATen's steps on the CPU; fp32 or bf16, the fused bias GeLU, "
+                         "one tensor-parallel rank",
+                 .slot = MDS_SLOT(model.gelu_epilogue_fusion),
+                 .doc = "(mds only; the same MLP and gradients to fp32 rounding; off unless given: its CUDA path has not "
+                        "yet run on a GPU, docs/mds-train.md#fused-kernels)"});
     t.push_back({.names = "--no-gradient-accumulation-fusion", .group = g,
                  .help = "Turn off --gradient-accumulation-fusion (Megatron-LM's flag; mds's default already)",
                  .slot = MDS_SLOT(model.gradient_accumulation_fusion), .store = false,

@@ -4,11 +4,15 @@
 #include <ATen/ops/linear.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/gelu_backward.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 
@@ -20,8 +24,10 @@
 
 #include "kernels/bias_grad.h"
 #include "kernels/bias_grad_ref.h"
+#include "gelu_gemm.h"
 #include "mds/model/kernel_call.h"
 #include "mds/util/error.h"
+#include "mds/util/tool.h"  // print_warning
 
 namespace mds::model {
 namespace {
@@ -95,12 +101,37 @@ void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x
     main.addmm_(g2.t().to(at::kFloat), x2.to(at::kFloat));
 }
 
+// The weight's gradient g2ᵀ x2: added into `sink`'s fp32 main gradient when it holds one (returning autograd's
+// placeholder, never read: its hooks run as they would, and MainGrads drops it, main_grad_sink.h; Megatron-LM hands
+// back the same uninitialized tensor), else returned.
+at::Tensor weight_grad(const at::Tensor& g2, const at::Tensor& x2, const at::Tensor& weight, const c10::intrusive_ptr<MainGradSink>& sink) {
+    if (!sink || !sink->grad.defined()) return at::mm(g2.t(), x2);
+    add_weight_grad(sink->grad, g2, x2);
+    sink->added = true;
+    return at::empty_like(weight);
+}
+
+// The bias's gradient, the column sums of g2, in the bias's dtype: kernels/bias_grad.h's, else ATen's sum.
+at::Tensor bias_grad_of(const at::Tensor& g2, bool kernel, c10::ScalarType dtype) {
+    return kernel ? bias_grad(g2).to(dtype) : g2.sum(0);
+}
+
+c10::intrusive_ptr<MainGradSink> saved_sink(AutogradContext* ctx, const std::string& key) {
+    const auto it = ctx->saved_data.find(key);
+    if (it == ctx->saved_data.end()) return {};
+    return c10::static_intrusive_pointer_cast<MainGradSink>(it->second.toCapsule());
+}
+
+void save_sink(AutogradContext* ctx, const std::string& key, const c10::intrusive_ptr<MainGradSink>& sink) {
+    if (sink) ctx->saved_data[key] = at::IValue::make_capsule(sink);
+}
+
 struct FusedLinear : public torch::autograd::Function<FusedLinear> {
     static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                               bool bias_grad_kernel, const c10::intrusive_ptr<MainGradSink>& main_grad) {
         ctx->save_for_backward({x, weight});
         ctx->saved_data["bias_grad_kernel"] = bias_grad_kernel;
-        if (main_grad) ctx->saved_data["main_grad"] = at::IValue::make_capsule(main_grad);
+        save_sink(ctx, "main_grad", main_grad);
         return at::linear(x, weight, bias);
     }
 
@@ -112,23 +143,88 @@ struct FusedLinear : public torch::autograd::Function<FusedLinear> {
         const auto g2 = grad_out[0].to(x.scalar_type()).reshape({-1, out}).contiguous();
         at::Tensor dx, dw, db;
         if (ctx->needs_input_grad(0)) dx = at::mm(g2, weight).view(x.sizes());
-        if (ctx->needs_input_grad(1)) {
-            c10::intrusive_ptr<MainGradSink> sink;
-            if (const auto it = ctx->saved_data.find("main_grad"); it != ctx->saved_data.end())
-                sink = c10::static_intrusive_pointer_cast<MainGradSink>(it->second.toCapsule());
-            if (sink && sink->grad.defined()) {
-                add_weight_grad(sink->grad, g2, x.reshape({-1, in}));
-                sink->added = true;
-                // Autograd's gradient for the weight, never read: its hooks run as they would, and MainGrads drops it
-                // (main_grad_sink.h). Megatron-LM hands back the same uninitialized placeholder.
-                dw = at::empty_like(weight);
-            } else {
-                dw = at::mm(g2.t(), x.reshape({-1, in}));
+        if (ctx->needs_input_grad(1)) dw = weight_grad(g2, x.reshape({-1, in}), weight, saved_sink(ctx, "main_grad"));
+        if (ctx->needs_input_grad(2) && g2.size(0) > 0)
+            db = bias_grad_of(g2, ctx->saved_data["bias_grad_kernel"].toBool(), weight.scalar_type());
+        return {dx, dw, db, at::Tensor(), at::Tensor()};
+    }
+};
+
+// On a GPU, a warning, once, that cuBLASLt's GeLU epilogues did not take an MLP's operands, and why.
+void warn_epilogue_refused(const std::string& why) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+        print_warning("--gelu-epilogue-fusion: cuBLASLt's epilogues do not take the MLP's operands (" + why +
+                      "): ATen's steps instead, where they do not");
+}
+
+// Whether to try cuBLASLt's GeLU epilogues on these operands (gelu_gemm.h): CUDA tensors with rows that it takes.
+bool epilogue_applies(std::initializer_list<at::Tensor> operands, std::int64_t hidden) {
+    const auto& first = *operands.begin();
+    if (!first.is_cuda() || first.size(0) == 0) return false;
+    const auto why = gelu_gemm_unsupported(operands, hidden);
+    if (!why.empty()) warn_epilogue_refused(why);
+    return why.empty();
+}
+
+// The MLP fc2(gelu_tanh(fc1(x))) as one function, so that its backward can apply GeLU's derivative inside fc2's
+// input-gradient product. On a GPU where cuBLASLt takes the operands (gelu_gemm.h), fc1's product, bias and GeLU
+// are one product that also writes the GeLU's input, and that input's gradient is one product; elsewhere (the CPU,
+// or operands cuBLASLt does not take) ATen computes the same steps one by one. Either way the tensors kept for
+// the backward are those autograd keeps for the unfused MLP: x, the GeLU's input and its output.
+struct FusedGeluMlp : public torch::autograd::Function<FusedGeluMlp> {
+    static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1,
+                              const at::Tensor& w2, const at::Tensor& b2, bool bias_grad_kernel,
+                              const c10::intrusive_ptr<MainGradSink>& fc1_main_grad,
+                              const c10::intrusive_ptr<MainGradSink>& fc2_main_grad) {
+        const auto hidden = w1.size(0), in = w1.size(1);
+        const auto x2 = x.reshape({-1, in});
+        at::Tensor pre, h;
+        if (epilogue_applies({x2, w1, b1}, hidden)) {  // pre and h: fresh, so aligned
+            pre = at::empty({x2.size(0), hidden}, x.options());
+            h = at::empty_like(pre);
+            if (!gemm_bias_gelu(x2, w1, b1, h, pre)) {
+                warn_epilogue_refused("no cuBLASLt algorithm for the first product");
+                pre = at::Tensor();
             }
         }
-        if (ctx->needs_input_grad(2) && g2.size(0) > 0)
-            db = ctx->saved_data["bias_grad_kernel"].toBool() ? bias_grad(g2).to(weight.scalar_type()) : g2.sum(0);
-        return {dx, dw, db, at::Tensor(), at::Tensor()};
+        if (!pre.defined()) {
+            pre = at::addmm(b1, x2, w1.t());
+            h = at::gelu(pre, "tanh");
+        }
+        ctx->save_for_backward({x, w1, w2, pre, h});
+        ctx->saved_data["bias_grad_kernel"] = bias_grad_kernel;
+        save_sink(ctx, "fc1_main_grad", fc1_main_grad);
+        save_sink(ctx, "fc2_main_grad", fc2_main_grad);
+        auto out_sizes = x.sizes().vec();
+        out_sizes.back() = w2.size(0);
+        return at::addmm(b2, h, w2.t()).view(out_sizes);
+    }
+
+    static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+        const auto saved = ctx->get_saved_variables();
+        const auto &x = saved[0], &w1 = saved[1], &w2 = saved[2], &pre = saved[3], &h = saved[4];
+        const auto in = w1.size(1), out = w2.size(0);
+        const bool kernel = ctx->saved_data["bias_grad_kernel"].toBool();
+        const auto g2 = grad_out[0].to(x.scalar_type()).reshape({-1, out}).contiguous();
+        at::Tensor dx, dw1, db1, dw2, db2;
+        if (ctx->needs_input_grad(3)) dw2 = weight_grad(g2, h, w2, saved_sink(ctx, "fc2_main_grad"));
+        if (ctx->needs_input_grad(4) && g2.size(0) > 0) db2 = bias_grad_of(g2, kernel, w2.scalar_type());
+        if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
+            at::Tensor dpre;
+            if (epilogue_applies({g2, w2, pre}, pre.size(1))) {
+                dpre = at::empty_like(pre);
+                if (!gemm_dgelu(g2, w2, pre, dpre)) {
+                    warn_epilogue_refused("no cuBLASLt algorithm for the input gradient's product");
+                    dpre = at::Tensor();
+                }
+            }
+            if (!dpre.defined()) dpre = at::gelu_backward(at::mm(g2, w2), pre, "tanh");
+            if (ctx->needs_input_grad(0)) dx = at::mm(dpre, w1).view(x.sizes());
+            if (ctx->needs_input_grad(1)) dw1 = weight_grad(dpre, x.reshape({-1, in}), w1, saved_sink(ctx, "fc1_main_grad"));
+            if (ctx->needs_input_grad(2) && dpre.size(0) > 0) db1 = bias_grad_of(dpre, kernel, w1.scalar_type());
+        }
+        return {dx, dw1, db1, dw2, db2, at::Tensor(), at::Tensor(), at::Tensor()};
     }
 };
 
@@ -156,6 +252,26 @@ at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& weight, const at:
     }
     if (const auto why = fused_linear_unsupported(x.device(), x.scalar_type()); !why.empty()) throw Error("fused linear: " + why);
     return FusedLinear::apply(x.contiguous(), weight, bias, fusions.bias_grad, fusions.main_grad);
+}
+
+std::string gelu_epilogue_fusion_unsupported(const c10::Device& device, c10::ScalarType dtype) {
+    if (auto why = kernel_unsupported(device, dtype); !why.empty()) return why;
+    return device.is_cuda() ? gelu_gemm_unavailable() : std::string();
+}
+
+at::Tensor fused_gelu_mlp(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2,
+                          const MlpFusions& fusions) {
+    const auto dtype = x.scalar_type();
+    if (x.dim() < 1 || w1.dim() != 2 || b1.dim() != 1 || w2.dim() != 2 || b2.dim() != 1 || w1.size(1) != x.size(-1) ||
+        b1.size(0) != w1.size(0) || w2.size(1) != w1.size(0) || b2.size(0) != w2.size(0) || w1.scalar_type() != dtype ||
+        b1.scalar_type() != dtype || w2.scalar_type() != dtype || b2.scalar_type() != dtype) {
+        throw Error("fused GeLU MLP: x [..., in], w1 [hidden, in], b1 [hidden], w2 [out, hidden] and b2 [out] of x's dtype "
+                    "expected, got x " + c10::str(x.sizes()) + " " + c10::toString(dtype) + ", w1 " + c10::str(w1.sizes()) + " " +
+                    c10::toString(w1.scalar_type()) + ", b1 " + c10::str(b1.sizes()) + ", w2 " + c10::str(w2.sizes()) + " " +
+                    c10::toString(w2.scalar_type()) + ", b2 " + c10::str(b2.sizes()));
+    }
+    if (const auto why = gelu_epilogue_fusion_unsupported(x.device(), dtype); !why.empty()) throw Error("fused GeLU MLP: " + why);
+    return FusedGeluMlp::apply(x.contiguous(), w1, b1, w2, b2, fusions.bias_grad, fusions.fc1_main_grad, fusions.fc2_main_grad);
 }
 
 }  // namespace mds::model

@@ -66,6 +66,10 @@ void GptConfig::validate() const {
     if (bias_grad_fusion && precision == Precision::FP16) throw UsageError("--bias-grad-fusion takes fp32 or bf16, not --fp16");
     if (residual_layernorm_fusion && precision == Precision::FP16)
         throw UsageError("--residual-layernorm-fusion takes fp32 or bf16, not --fp16");
+    if (gelu_epilogue_fusion && precision == Precision::FP16) throw UsageError("--gelu-epilogue-fusion takes fp32 or bf16, not --fp16");
+    if (gelu_epilogue_fusion && (activation != Activation::FusedGelu || glu != Glu::None))
+        throw UsageError("--gelu-epilogue-fusion fuses the bias GeLU (Megatron's default MLP): not with --glu-activation, "
+                         "--no-bias-gelu-fusion or --openai-gelu");
     if (gradient_accumulation_fusion && precision != Precision::BF16)
         throw UsageError("--gradient-accumulation-fusion takes --bf16 (the precision mds keeps fp32 main gradients for), not " +
                          std::string(precision == Precision::FP16 ? "--fp16" : "fp32"));

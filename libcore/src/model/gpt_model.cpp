@@ -116,6 +116,9 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
                 throw Error(std::string(what) + " " + std::to_string(n) + " is not divisible by --tensor-model-parallel-size " +
                             std::to_string(t));
     }
+    if (config_.gelu_epilogue_fusion && t > 1)
+        throw UsageError("--gelu-epilogue-fusion: not with --tensor-model-parallel-size " + std::to_string(t) +
+                         " (the MLP's second product is summed over the ranks before its bias)");
     if (config_.cross_entropy_fusion && t > 1)
         throw UsageError("--cross-entropy-loss-fusion: not with --tensor-model-parallel-size " + std::to_string(t) +
                          " (the vocabulary-parallel cross entropy sums over the ranks' shards)");
@@ -130,6 +133,7 @@ GptModel::GptModel(const GptConfig& config, c10::Device device, std::uint64_t se
     refuse(config_.residual_layernorm_fusion, "--residual-layernorm-fusion", fused_layer_norm_unsupported(device_, dtype));
     refuse(config_.gradient_accumulation_fusion, "--gradient-accumulation-fusion",
            gradient_accumulation_fusion_unsupported(device_, dtype));
+    refuse(config_.gelu_epilogue_fusion, "--gelu-epilogue-fusion", gelu_epilogue_fusion_unsupported(device_, dtype));
     local_heads_ = config_.num_attention_heads / t;
     local_vocab_ = config_.padded_vocab_size / t;
     vocab_start_ = tp_.rank * local_vocab_;
@@ -345,8 +349,13 @@ std::pair<at::Tensor, at::Tensor> GptModel::block_terms(std::int64_t i, const at
     at::Tensor y;
     std::tie(y, ln) = residual_layer_norm(post_ln ? ln : x, dropout(attn, config_.hidden_dropout, /*seq_first=*/true),
                                           b.ln2_w, b.ln2_b);
-    auto m = mlp_activation(linear(copy_to_tp(ln), b.fc1_w, b.fc1_b, b.fc1_sink), config_.activation, config_.glu);
-    auto out = tp_.size == 1 ? linear(m, b.fc2_w, b.fc2_b, b.fc2_sink) : reduce_from_tp(at::linear(m, b.fc2_w)) + b.fc2_b;
+    at::Tensor out;
+    if (config_.gelu_epilogue_fusion && ln.scalar_type() == b.fc1_w.scalar_type()) {  // one rank (the constructor checks)
+        out = fused_gelu_mlp(ln, b.fc1_w, b.fc1_b, b.fc2_w, b.fc2_b, {config_.bias_grad_fusion, b.fc1_sink, b.fc2_sink});
+    } else {
+        auto m = mlp_activation(linear(copy_to_tp(ln), b.fc1_w, b.fc1_b, b.fc1_sink), config_.activation, config_.glu);
+        out = tp_.size == 1 ? linear(m, b.fc2_w, b.fc2_b, b.fc2_sink) : reduce_from_tp(at::linear(m, b.fc2_w)) + b.fc2_b;
+    }
     return {post_ln ? ln : y, dropout(out, config_.hidden_dropout, /*seq_first=*/true)};
 }
 

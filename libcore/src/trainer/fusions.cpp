@@ -30,6 +30,7 @@ Fusions fusions_for(const flags::TrainArgs& args, const c10::Device& device, std
     // Off unless given until their CUDA paths have run on a GPU; then `applies` becomes their *_unsupported() test.
     f.gradient_accumulation = decide("--gradient-accumulation-fusion", args.model.gradient_accumulation_fusion, false);
     f.residual_layernorm = decide("--residual-layernorm-fusion", args.model.residual_layernorm_fusion, false);
+    f.gelu_epilogue = decide("--gelu-epilogue-fusion", args.model.gelu_epilogue_fusion, false);
     return f;
 }
 

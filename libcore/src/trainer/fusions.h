@@ -17,7 +17,8 @@ namespace mds::trainer {
 
 struct Fusions {
     bool cross_entropy = false, adam_step = false, layernorm_backward = false, bias_grad = false;
-    bool gradient_accumulation = false, residual_layernorm = false;  // only when given (their CUDA paths await a GPU run)
+    // Only when given: their CUDA paths await a GPU run.
+    bool gradient_accumulation = false, residual_layernorm = false, gelu_epilogue = false;
 };
 
 // The fusions in effect for `args` on `device`; `by_default` (when not null) gets the flags of those turned on

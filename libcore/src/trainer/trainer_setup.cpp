@@ -337,6 +337,7 @@ void Trainer::setup_model() {
     cfg_.bias_grad_fusion = fusions_.bias_grad;
     cfg_.gradient_accumulation_fusion = fusions_.gradient_accumulation;
     cfg_.residual_layernorm_fusion = fusions_.residual_layernorm;
+    cfg_.gelu_epilogue_fusion = fusions_.gelu_epilogue;
     if (!by_default.empty()) {
         std::string flags;
         for (const auto& f : by_default) flags += " " + f;

@@ -252,3 +252,30 @@ TEST_CASE("--bias-grad-fusion: the model's loss and gradients as without it; fp1
     CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--bias-grad-fusion takes fp32 or bf16, not --fp16"), mds::UsageError);
 }
 
+
+TEST_CASE("--gelu-epilogue-fusion: the model's loss and gradients as without it, with --bias-grad-fusion too; refused "
+          "with fp16, another activation, a GLU and TP > 1") {
+    for (bool bias_grad : {false, true}) {
+        INFO("--bias-grad-fusion " << bias_grad);
+        auto c = tiny();
+        c.bias_grad_fusion = bias_grad;
+        GptModel plain(c, c10::Device(at::kCPU), 7);
+        c.gelu_epilogue_fusion = true;
+        GptModel fused(c, c10::Device(at::kCPU), 7);
+        check_same_loss_and_grads(plain, fused);
+    }
+    auto c = tiny();
+    c.gelu_epilogue_fusion = true;
+    c.precision = Precision::FP16;
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--gelu-epilogue-fusion takes fp32 or bf16, not --fp16"), mds::UsageError);
+    c.precision = Precision::FP32;
+    c.activation = Activation::Gelu;  // --no-bias-gelu-fusion
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--gelu-epilogue-fusion fuses the bias GeLU"), mds::UsageError);
+    c.glu = Glu::GeGLU;
+    CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("not with --glu-activation"), mds::UsageError);
+    c.glu = Glu::None;
+    c.activation = Activation::FusedGelu;
+    TensorParallel tp{0, 2, [](at::Tensor&) {}, [](at::Tensor&) {}};
+    CHECK_THROWS_WITH_AS(GptModel(c, c10::Device(at::kCPU), 5, tp),
+                         doctest::Contains("--gelu-epilogue-fusion: not with --tensor-model-parallel-size 2"), mds::UsageError);
+}

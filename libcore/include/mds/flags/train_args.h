@@ -50,6 +50,7 @@ struct ModelArgs {
     bool bias_grad_fusion = false;                       // --bias-grad-fusion (mds only): kernels/bias_grad
     bool gradient_accumulation_fusion = false;           // --gradient-accumulation-fusion (Megatron-LM's): cuBLAS into fp32
     bool residual_layernorm_fusion = false;              // --residual-layernorm-fusion (mds only): kernels/layer_norm forward
+    bool gelu_epilogue_fusion = false;                   // --gelu-epilogue-fusion (mds only): cuBLASLt's GeLU epilogues
     bool cross_entropy_loss_fusion = false;              // --cross-entropy-loss-fusion (Megatron-LM's): kernels/cross_entropy
     bool fp32_residual_connection = false;               // --fp32-residual-connection (needs --fp16 or --bf16)
     double layernorm_epsilon = 1e-5;                     // --layernorm-epsilon

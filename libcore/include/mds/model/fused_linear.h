@@ -28,10 +28,25 @@ struct LinearFusions {
 // three.
 at::Tensor fused_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, const LinearFusions& fusions = {});
 
+// The MLP of mds-train --gelu-epilogue-fusion: fc2(gelu_tanh(fc1(x))) for x [..., in], w1 [hidden, in], b1 [hidden],
+// w2 [out, hidden], b2 [out], all of one dtype (fp32 or bf16), with autograd to all five. On a GPU, fc1's product,
+// bias and GeLU are one cuBLASLt product, and GeLU's derivative is applied inside fc2's input-gradient product
+// (cuBLASLt's GELU_AUX_BIAS and DGELU epilogues; ATen's steps where cuBLASLt does not take the operands); on the
+// CPU, ATen's steps. The weights' and biases' gradients as fused_linear's, by `fusions` (both MLP layers).
+struct MlpFusions {
+    bool bias_grad = true;
+    c10::intrusive_ptr<MainGradSink> fc1_main_grad, fc2_main_grad;
+};
+at::Tensor fused_gelu_mlp(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2,
+                          const MlpFusions& fusions = {});
+
 // Empty when fused_linear can run tensors of this dtype on this device, else why not.
 std::string fused_linear_unsupported(const c10::Device& device, c10::ScalarType dtype);
 // Empty when its weight gradients can go into fp32 main gradients on this device (bf16; on a GPU, cuBLAS's
 // cublasGemmEx found in the process), else why not.
 std::string gradient_accumulation_fusion_unsupported(const c10::Device& device, c10::ScalarType dtype);
+// Empty when fused_gelu_mlp can run tensors of this dtype on this device (fp32 or bf16; on a GPU, cuBLASLt's
+// functions found in the process), else why not.
+std::string gelu_epilogue_fusion_unsupported(const c10::Device& device, c10::ScalarType dtype);
 
 }  // namespace mds::model

@@ -71,6 +71,9 @@ struct GptConfig {
     // block's input_layernorm, the final one) through model/fused_layer_norm.h's fused_residual_layer_norm (fp32 or
     // bf16; not across activation-recomputation groups, not with --fp32-residual-connection).
     bool residual_layernorm_fusion = false;
+    // --gelu-epilogue-fusion: each block's MLP through model/fused_linear.h's fused_gelu_mlp (fp32 or bf16, the fused
+    // bias GeLU, one tensor-parallel rank): on a GPU its GeLU and GeLU's derivative inside cuBLASLt's products.
+    bool gelu_epilogue_fusion = false;
 
     std::int64_t head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
     // Megatron's projection_size: the width of Q, K, V and of the attention output's input.

@@ -334,30 +334,26 @@ def fusions(tmp, data):
     e = run(data + model_flags(6, ["--adam-step-fusion"]))
     check(e.returncode != 0 and "--adam-step-fusion: a bf16 model only, not Float (needs --bf16)" in e.stderr
           and " iteration " not in e.stdout, f"fp32 --adam-step-fusion: exit {e.returncode}, {e.stderr[-300:]}")
-    ln, bf_ln = losses(["--layernorm-backward-fusion"]), losses(["--bf16", "--layernorm-backward-fusion"])
-    check(len(ln) == 6 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, ln)),
-          f"fp32 losses: ATen's LayerNorm {base}, fused backward {ln}")
-    check(len(bf_ln) == 6 and abs(bf[0] - bf_ln[0]) <= 1e-6 * bf[0] and all(abs(a - b) <= 2e-2 * abs(a) for a, b in zip(bf, bf_ln)),
-          f"bf16 losses: ATen's LayerNorm {bf}, fused backward {bf_ln}")
-    e = run(data + model_flags(6, ["--fp16", "--layernorm-backward-fusion"]))
-    check(e.returncode != 0 and "--layernorm-backward-fusion takes fp32 or bf16, not --fp16" in e.stderr,
-          f"--fp16 --layernorm-backward-fusion: exit {e.returncode}, {e.stderr[-300:]}")
-    bg, bf_bg = losses(["--bias-grad-fusion"]), losses(["--bf16", "--bias-grad-fusion"])
-    check(len(bg) == 6 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, bg)),
-          f"fp32 losses: autograd's bias gradients {base}, fused {bg}")
-    check(len(bf_bg) == 6 and abs(bf[0] - bf_bg[0]) <= 1e-6 * bf[0] and all(abs(a - b) <= 2e-2 * abs(a) for a, b in zip(bf, bf_bg)),
-          f"bf16 losses: autograd's bias gradients {bf}, fused {bf_bg}")
-    e = run(data + model_flags(6, ["--fp16", "--bias-grad-fusion"]))
-    check(e.returncode != 0 and "--bias-grad-fusion takes fp32 or bf16, not --fp16" in e.stderr,
-          f"--fp16 --bias-grad-fusion: exit {e.returncode}, {e.stderr[-300:]}")
-    ge, bf_ge = losses(["--gelu-epilogue-fusion"]), losses(["--bf16", "--gelu-epilogue-fusion"])
-    check(len(ge) == 6 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, ge)),
-          f"fp32 losses: unfused MLP {base}, --gelu-epilogue-fusion {ge}")
-    check(len(bf_ge) == 6 and abs(bf[0] - bf_ge[0]) <= 1e-6 * bf[0] and all(abs(a - b) <= 2e-2 * abs(a) for a, b in zip(bf, bf_ge)),
-          f"bf16 losses: unfused MLP {bf}, --gelu-epilogue-fusion {bf_ge}")
-    e = run(data + model_flags(6, ["--gelu-epilogue-fusion", "--no-bias-gelu-fusion"]))
-    check(e.returncode != 0 and "--gelu-epilogue-fusion fuses the bias GeLU" in e.stderr,
-          f"--gelu-epilogue-fusion --no-bias-gelu-fusion: exit {e.returncode}, {e.stderr[-300:]}")
+    def matches_unfused(flag, unfused):
+        """`flag`'s fp32 losses are the unfused ones to fp32 rounding; in bf16, the first the same and all close."""
+        f32, b16 = losses([flag]), losses(["--bf16", flag])
+        check(len(f32) == 6 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(base, f32)),
+              f"fp32 losses: {unfused} {base}, {flag} {f32}")
+        check(len(b16) == 6 and abs(bf[0] - b16[0]) <= 1e-6 * bf[0] and all(abs(a - b) <= 2e-2 * abs(a) for a, b in zip(bf, b16)),
+              f"bf16 losses: {unfused} {bf}, {flag} {b16}")
+        return f32, b16
+
+    def refused(extra, message):
+        e = run(data + model_flags(6, extra))
+        check(e.returncode != 0 and message in e.stderr and " iteration " not in e.stdout,
+              f"{' '.join(extra)}: exit {e.returncode}, {e.stderr[-300:]}")
+
+    ln, bf_ln = matches_unfused("--layernorm-backward-fusion", "ATen's LayerNorm")
+    refused(["--fp16", "--layernorm-backward-fusion"], "--layernorm-backward-fusion takes fp32 or bf16, not --fp16")
+    bg, bf_bg = matches_unfused("--bias-grad-fusion", "autograd's bias gradients")
+    refused(["--fp16", "--bias-grad-fusion"], "--bias-grad-fusion takes fp32 or bf16, not --fp16")
+    ge, bf_ge = matches_unfused("--gelu-epilogue-fusion", "the unfused MLP")
+    refused(["--gelu-epilogue-fusion", "--no-bias-gelu-fusion"], "--gelu-epilogue-fusion fuses the bias GeLU")
     print(f"fusions: cross entropy fp32 {base[-1:]} = {fused[-1:]}, bf16 {bf[-1:]} ~ {bf_fused[-1:]}; "
           f"adam step bf16 {bf[-1:]} ~ {bf_adam[-1:]}; layer norm fp32 {ln[-1:]}, bf16 {bf_ln[-1:]}; "
           f"bias grad fp32 {bg[-1:]}, bf16 {bf_bg[-1:]}; gelu epilogue fp32 {ge[-1:]}, bf16 {bf_ge[-1:]}")

@@ -213,6 +213,15 @@ TEST_CASE("--cross-entropy-loss-fusion: the model's loss and gradients as withou
 
 namespace {
 
+// The model of `c` with GptConfig's `flag` on has the loss and gradients of the model without it.
+void check_same_with(bool mds::model::GptConfig::*flag, GptConfig c, std::uint64_t seed) {
+    c.*flag = false;
+    GptModel plain(c, c10::Device(at::kCPU), seed);
+    c.*flag = true;
+    GptModel fused(c, c10::Device(at::kCPU), seed);
+    check_same_loss_and_grads(plain, fused);
+}
+
 // A fusion of the LayerNorms (GptConfig's `flag`, mds-train's `name`): the model's loss and gradients as without it,
 // with the pre- and the post-LayerNorm residual; fp16 refused.
 void check_layer_norm_fusion(bool mds::model::GptConfig::*flag, const std::string& name) {
@@ -220,12 +229,9 @@ void check_layer_norm_fusion(bool mds::model::GptConfig::*flag, const std::strin
     for (bool post : {false, true}) {
         INFO(name << ", post-LayerNorm residual " << post);
         c.residual_post_layernorm = post;
-        c.*flag = false;
-        GptModel plain(c, c10::Device(at::kCPU), 5);
-        c.*flag = true;
-        GptModel fused(c, c10::Device(at::kCPU), 5);
-        check_same_loss_and_grads(plain, fused);
+        check_same_with(flag, c, 5);
     }
+    c.*flag = true;
     c.precision = Precision::FP16;
     const std::string refused = name + " takes fp32 or bf16, not --fp16";
     CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains(refused.c_str()), mds::UsageError);
@@ -243,15 +249,11 @@ TEST_CASE("--residual-layernorm-fusion: the model's loss and gradients as withou
 
 TEST_CASE("--bias-grad-fusion: the model's loss and gradients as without it; fp16 refused") {
     auto c = tiny();
-    c.bias_grad_fusion = false;
-    GptModel plain(c, c10::Device(at::kCPU), 6);
+    check_same_with(&GptConfig::bias_grad_fusion, c, 6);
     c.bias_grad_fusion = true;
-    GptModel fused(c, c10::Device(at::kCPU), 6);
-    check_same_loss_and_grads(plain, fused);
     c.precision = Precision::FP16;
     CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("--bias-grad-fusion takes fp32 or bf16, not --fp16"), mds::UsageError);
 }
-
 
 TEST_CASE("--gelu-epilogue-fusion: the model's loss and gradients as without it, with --bias-grad-fusion too; refused "
           "with fp16, another activation, a GLU and TP > 1") {
@@ -259,10 +261,7 @@ TEST_CASE("--gelu-epilogue-fusion: the model's loss and gradients as without it,
         INFO("--bias-grad-fusion " << bias_grad);
         auto c = tiny();
         c.bias_grad_fusion = bias_grad;
-        GptModel plain(c, c10::Device(at::kCPU), 7);
-        c.gelu_epilogue_fusion = true;
-        GptModel fused(c, c10::Device(at::kCPU), 7);
-        check_same_loss_and_grads(plain, fused);
+        check_same_with(&GptConfig::gelu_epilogue_fusion, c, 7);
     }
     auto c = tiny();
     c.gelu_epilogue_fusion = true;

@@ -10,11 +10,14 @@
 #include <ATen/ops/sum.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #ifdef MDS_HAVE_CUDA_KERNELS
 #include <ATen/cuda/CUDAContext.h>  // getCurrentCUDABlasHandle: LibTorch's cuBLAS handle, on the current stream
@@ -167,31 +170,85 @@ bool epilogue_applies(std::initializer_list<at::Tensor> operands, std::int64_t h
     return why.empty();
 }
 
+// The first cuBLASLt result of each kind in the process against ATen's steps on the same operands: an epilogue
+// that computes otherwise on this GPU and cuBLAS stops the run at its first step instead of training on. Each pair
+// is (cuBLASLt's, ATen's); the largest difference, relative to ATen's largest value, must stay within the dtype's
+// rounding.
+void verify_once(std::atomic<bool>& done, const std::string& what, std::initializer_list<std::pair<at::Tensor, at::Tensor>> pairs) {
+    if (done.exchange(true)) return;
+    for (const auto& [got, want] : pairs) {
+        const auto g = got.to(at::kFloat), w = want.to(at::kFloat);
+        const double scale = std::max(w.abs().max().item<double>(), 1e-30);
+        const double err = (g - w).abs().max().item<double>() / scale;
+        const double tol = got.scalar_type() == at::kBFloat16 ? 3e-2 : 1e-3;
+        if (!(err <= tol))
+            throw Error("--gelu-epilogue-fusion: cuBLASLt's " + what + " differs from ATen's steps by " + std::to_string(err) +
+                        " of its largest value (at most " + std::to_string(tol) + " expected) on " + got.device().str() +
+                        ": run without --gelu-epilogue-fusion");
+    }
+}
+
+// fc1 with its GeLU: {pre, h}, pre = x2 w1ᵀ + b1 and h = gelu_tanh(pre).
+std::pair<at::Tensor, at::Tensor> mlp_hidden(const at::Tensor& x2, const at::Tensor& w1, const at::Tensor& b1) {
+    const auto aten = [&] {
+        auto pre = at::addmm(b1, x2, w1.t());
+        auto h = at::gelu(pre, "tanh");
+        return std::make_pair(pre, h);
+    };
+    if (!epilogue_applies({x2, w1, b1}, w1.size(0))) return aten();
+    auto pre = at::empty({x2.size(0), w1.size(0)}, x2.options());  // fresh, so aligned
+    auto h = at::empty_like(pre);
+    if (!gemm_bias_gelu(x2, w1, b1, h, pre)) {
+        warn_epilogue_refused("no cuBLASLt algorithm for the first product");
+        return aten();
+    }
+    static std::atomic<bool> verified{false};
+    if (!verified.load()) {
+        const auto want = aten();
+        verify_once(verified, "x wᵀ + b with GeLU", {{pre, want.first}, {h, want.second}});
+    }
+    return {pre, h};
+}
+
+// GeLU's input's gradient from fc2's output gradient: {dpre, db1}, dpre = (g2 w2) ⊙ gelu_tanh'(pre), and db1 its
+// column sums when `bias` and cuBLASLt computed them in the same product (else undefined).
+std::pair<at::Tensor, at::Tensor> mlp_hidden_grad(const at::Tensor& g2, const at::Tensor& w2, const at::Tensor& pre, bool bias) {
+    const auto aten = [&] { return at::gelu_backward(at::mm(g2, w2), pre, "tanh"); };
+    if (!epilogue_applies({g2, w2, pre}, pre.size(1))) return {aten(), at::Tensor()};
+    auto dpre = at::empty_like(pre);
+    at::Tensor db = bias ? at::empty({pre.size(1)}, pre.options()) : at::Tensor();
+    bool done = bias && gemm_dgelu(g2, w2, pre, dpre, db);
+    if (!done) {
+        db = at::Tensor();
+        done = gemm_dgelu(g2, w2, pre, dpre);
+    }
+    if (!done) {
+        warn_epilogue_refused("no cuBLASLt algorithm for the input gradient's product");
+        return {aten(), at::Tensor()};
+    }
+    static std::atomic<bool> verified{false};
+    if (!verified.load()) {
+        const auto want = aten();
+        if (db.defined())
+            verify_once(verified, "g w with GeLU's derivative and its sums", {{dpre, want}, {db, want.sum(0)}});
+        else
+            verify_once(verified, "g w with GeLU's derivative", {{dpre, want}});
+    }
+    return {dpre, db};
+}
+
 // The MLP fc2(gelu_tanh(fc1(x))) as one function, so that its backward can apply GeLU's derivative inside fc2's
 // input-gradient product. On a GPU where cuBLASLt takes the operands (gelu_gemm.h), fc1's product, bias and GeLU
-// are one product that also writes the GeLU's input, and that input's gradient is one product; elsewhere (the CPU,
-// or operands cuBLASLt does not take) ATen computes the same steps one by one. Either way the tensors kept for
-// the backward are those autograd keeps for the unfused MLP: x, the GeLU's input and its output.
+// are one product that also writes the GeLU's input, and that input's gradient (with fc1's bias gradient where
+// cuBLASLt has an algorithm for both) is one product; elsewhere (the CPU, or operands cuBLASLt does not take) ATen
+// computes the same steps one by one. Either way the tensors kept for the backward are those autograd keeps for the
+// unfused MLP: x, the GeLU's input and its output.
 struct FusedGeluMlp : public torch::autograd::Function<FusedGeluMlp> {
     static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1,
                               const at::Tensor& w2, const at::Tensor& b2, bool bias_grad_kernel,
                               const c10::intrusive_ptr<MainGradSink>& fc1_main_grad,
                               const c10::intrusive_ptr<MainGradSink>& fc2_main_grad) {
-        const auto hidden = w1.size(0), in = w1.size(1);
-        const auto x2 = x.reshape({-1, in});
-        at::Tensor pre, h;
-        if (epilogue_applies({x2, w1, b1}, hidden)) {  // pre and h: fresh, so aligned
-            pre = at::empty({x2.size(0), hidden}, x.options());
-            h = at::empty_like(pre);
-            if (!gemm_bias_gelu(x2, w1, b1, h, pre)) {
-                warn_epilogue_refused("no cuBLASLt algorithm for the first product");
-                pre = at::Tensor();
-            }
-        }
-        if (!pre.defined()) {
-            pre = at::addmm(b1, x2, w1.t());
-            h = at::gelu(pre, "tanh");
-        }
+        const auto [pre, h] = mlp_hidden(x.reshape({-1, w1.size(1)}), w1, b1);
         ctx->save_for_backward({x, w1, w2, pre, h});
         ctx->saved_data["bias_grad_kernel"] = bias_grad_kernel;
         save_sink(ctx, "fc1_main_grad", fc1_main_grad);
@@ -212,17 +269,10 @@ struct FusedGeluMlp : public torch::autograd::Function<FusedGeluMlp> {
         if (ctx->needs_input_grad(4) && g2.size(0) > 0) db2 = bias_grad_of(g2, kernel, w2.scalar_type());
         if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
             at::Tensor dpre;
-            if (epilogue_applies({g2, w2, pre}, pre.size(1))) {
-                dpre = at::empty_like(pre);
-                if (!gemm_dgelu(g2, w2, pre, dpre)) {
-                    warn_epilogue_refused("no cuBLASLt algorithm for the input gradient's product");
-                    dpre = at::Tensor();
-                }
-            }
-            if (!dpre.defined()) dpre = at::gelu_backward(at::mm(g2, w2), pre, "tanh");
+            std::tie(dpre, db1) = mlp_hidden_grad(g2, w2, pre, ctx->needs_input_grad(2));
             if (ctx->needs_input_grad(0)) dx = at::mm(dpre, w1).view(x.sizes());
             if (ctx->needs_input_grad(1)) dw1 = weight_grad(dpre, x.reshape({-1, in}), w1, saved_sink(ctx, "fc1_main_grad"));
-            if (ctx->needs_input_grad(2) && dpre.size(0) > 0) db1 = bias_grad_of(dpre, kernel, w1.scalar_type());
+            if (ctx->needs_input_grad(2) && !db1.defined() && dpre.size(0) > 0) db1 = bias_grad_of(dpre, kernel, w1.scalar_type());
         }
         return {dx, dw1, db1, dw2, db2, at::Tensor(), at::Tensor(), at::Tensor()};
     }

@@ -100,7 +100,7 @@ struct LtMatmul {
 struct Product {
     cublasOperation_t trans_a;   // op(A) = A or Aᵀ; B is never transposed
     std::int64_t m, n, k;        // D [m × n] = op(A) [m × k] · B [k × n], all column-major, packed
-    const void *a, *b, *bias;    // bias: [m], or null
+    const void *a, *b, *bias;    // bias: [m] (read by BIAS, written by BGRAD), or null
     void *d, *aux;               // aux: [m × n], ld m (the GeLU's input: written by the forward, read by DGELU)
     cublasLtEpilogue_t epilogue;
     cudaDataType_t type;         // of every operand
@@ -172,13 +172,15 @@ bool gemm_bias_gelu(const at::Tensor& x2, const at::Tensor& w, const at::Tensor&
         describe("x wᵀ + b with GeLU", x2, w));
 }
 
-bool gemm_dgelu(const at::Tensor& g2, const at::Tensor& w2, const at::Tensor& pre, const at::Tensor& dpre) {
+bool gemm_dgelu(const at::Tensor& g2, const at::Tensor& w2, const at::Tensor& pre, const at::Tensor& dpre, const at::Tensor& dbias) {
     // Column-major: dpre is [hidden × rows] = w2-as-stored [hidden × out] times g2 [out × rows], times GeLU's
-    // derivative at pre (the same [hidden × rows]).
+    // derivative at pre (the same [hidden × rows]); with dbias, also dpre's sums along its rows (per hidden unit).
     const c10::cuda::CUDAGuard guard(g2.device());
-    return run({CUBLAS_OP_N, w2.size(1), g2.size(0), g2.size(1), w2.const_data_ptr(), g2.const_data_ptr(), nullptr, dpre.data_ptr(),
-         pre.data_ptr(), CUBLASLT_EPILOGUE_DGELU, cuda_type(g2)},
-        describe("g w with GeLU's derivative", g2, w2));
+    const bool bgrad = dbias.defined();
+    return run({CUBLAS_OP_N, w2.size(1), g2.size(0), g2.size(1), w2.const_data_ptr(), g2.const_data_ptr(),
+                bgrad ? dbias.data_ptr() : nullptr, dpre.data_ptr(), pre.data_ptr(),
+                bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU, cuda_type(g2)},
+               describe(bgrad ? "g w with GeLU's derivative and its column sums" : "g w with GeLU's derivative", g2, w2));
 }
 
 #else  // a build without CUDA
@@ -189,7 +191,7 @@ bool gemm_bias_gelu(const at::Tensor&, const at::Tensor&, const at::Tensor&, con
     throw Error(std::string("--gelu-epilogue-fusion: ") + kBuiltWithoutCudaKernels);
 }
 
-bool gemm_dgelu(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&) {
+bool gemm_dgelu(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&) {
     throw Error(std::string("--gelu-epilogue-fusion: ") + kBuiltWithoutCudaKernels);
 }
 

@@ -35,6 +35,8 @@
 namespace mds::model {
 namespace {
 
+constexpr const char* kGeluFlag = "--gelu-epilogue-fusion";
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -73,6 +75,25 @@ GemmEx cublas_gemm_ex() {
 }
 #endif
 
+// The first cuBLAS result of each kind in the process against ATen's steps on the same operands: a product that
+// computes otherwise on this GPU and cuBLAS (a layout read otherwise, an epilogue) stops the run at its first step
+// instead of training on. Each pair is (cuBLAS's, ATen's); the largest difference, relative to ATen's largest
+// value, must stay within the dtype's rounding.
+void verify_once(std::atomic<bool>& done, const char* flag, const std::string& what,
+                 std::initializer_list<std::pair<at::Tensor, at::Tensor>> pairs) {
+    if (done.exchange(true)) return;
+    for (const auto& [got, want] : pairs) {
+        const auto g = got.to(at::kFloat), w = want.to(at::kFloat);
+        const double scale = std::max(w.abs().max().item<double>(), 1e-30);
+        const double err = (g - w).abs().max().item<double>() / scale;
+        const double tol = got.scalar_type() == at::kBFloat16 ? 3e-2 : 1e-3;
+        if (!(err <= tol))
+            throw Error(std::string(flag) + ": cuBLAS's " + what + " differs from ATen's steps by " + std::to_string(err) +
+                        " of its largest value (at most " + std::to_string(tol) + " expected) on " + got.device().str() +
+                        ": run without " + flag);
+    }
+}
+
 // main [out, in] fp32 += g2ᵀ x2, for g2 [rows, out] and x2 [rows, in] of one dtype: the products summed in fp32.
 void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x2) {
     const auto out = g2.size(1), in = x2.size(1);
@@ -91,6 +112,8 @@ void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x
         const cudaDataType_t ab = g2.scalar_type() == at::kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
         const float alpha = 1.0f, beta = 1.0f;
         const int m = static_cast<int>(in), n = static_cast<int>(out), k = static_cast<int>(rows);
+        static std::atomic<bool> verified{false};
+        const at::Tensor before = verified.load() ? at::Tensor() : main.clone();
         const cublasStatus_t status = cublas_gemm_ex()(at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_T, m, n, k,
                                                        &alpha, x2.const_data_ptr(), ab, m, g2.const_data_ptr(), ab, n, &beta,
                                                        main.data_ptr(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -98,6 +121,9 @@ void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x
             throw Error("gradient accumulation fusion: cublasGemmEx of [" + std::to_string(rows) + ", " + std::to_string(out) +
                         "]ᵀ x [" + std::to_string(rows) + ", " + std::to_string(in) + "] " + c10::toString(g2.scalar_type()) +
                         " into fp32 failed: cuBLAS status " + std::to_string(static_cast<int>(status)));
+        if (before.defined())
+            verify_once(verified, "--gradient-accumulation-fusion", "gᵀ x added into the fp32 main gradient",
+                        {{main - before, at::mm(g2.t().to(at::kFloat), x2.to(at::kFloat))}});
         return;
     }
 #endif
@@ -170,24 +196,6 @@ bool epilogue_applies(std::initializer_list<at::Tensor> operands, std::int64_t h
     return why.empty();
 }
 
-// The first cuBLASLt result of each kind in the process against ATen's steps on the same operands: an epilogue
-// that computes otherwise on this GPU and cuBLAS stops the run at its first step instead of training on. Each pair
-// is (cuBLASLt's, ATen's); the largest difference, relative to ATen's largest value, must stay within the dtype's
-// rounding.
-void verify_once(std::atomic<bool>& done, const std::string& what, std::initializer_list<std::pair<at::Tensor, at::Tensor>> pairs) {
-    if (done.exchange(true)) return;
-    for (const auto& [got, want] : pairs) {
-        const auto g = got.to(at::kFloat), w = want.to(at::kFloat);
-        const double scale = std::max(w.abs().max().item<double>(), 1e-30);
-        const double err = (g - w).abs().max().item<double>() / scale;
-        const double tol = got.scalar_type() == at::kBFloat16 ? 3e-2 : 1e-3;
-        if (!(err <= tol))
-            throw Error("--gelu-epilogue-fusion: cuBLASLt's " + what + " differs from ATen's steps by " + std::to_string(err) +
-                        " of its largest value (at most " + std::to_string(tol) + " expected) on " + got.device().str() +
-                        ": run without --gelu-epilogue-fusion");
-    }
-}
-
 // fc1 with its GeLU: {pre, h}, pre = x2 w1ᵀ + b1 and h = gelu_tanh(pre).
 std::pair<at::Tensor, at::Tensor> mlp_hidden(const at::Tensor& x2, const at::Tensor& w1, const at::Tensor& b1) {
     const auto aten = [&] {
@@ -205,7 +213,7 @@ std::pair<at::Tensor, at::Tensor> mlp_hidden(const at::Tensor& x2, const at::Ten
     static std::atomic<bool> verified{false};
     if (!verified.load()) {
         const auto want = aten();
-        verify_once(verified, "x wᵀ + b with GeLU", {{pre, want.first}, {h, want.second}});
+        verify_once(verified, kGeluFlag, "x wᵀ + b with GeLU", {{pre, want.first}, {h, want.second}});
     }
     return {pre, h};
 }
@@ -230,9 +238,9 @@ std::pair<at::Tensor, at::Tensor> mlp_hidden_grad(const at::Tensor& g2, const at
     if (!verified.load()) {
         const auto want = aten();
         if (db.defined())
-            verify_once(verified, "g w with GeLU's derivative and its sums", {{dpre, want}, {db, want.sum(0)}});
+            verify_once(verified, kGeluFlag, "g w with GeLU's derivative and its sums", {{dpre, want}, {db, want.sum(0)}});
         else
-            verify_once(verified, "g w with GeLU's derivative", {{dpre, want}});
+            verify_once(verified, kGeluFlag, "g w with GeLU's derivative", {{dpre, want}});
     }
     return {dpre, db};
 }

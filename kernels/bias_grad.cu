@@ -1,8 +1,9 @@
 // CUDA kernels of kernels/bias_grad.h. The slab kernel: a block of 8 warps per (tile of columns, slab of rows);
 // each lane owns kVec consecutive columns of the tile (16-byte loads where the rows allow), each warp every 8th row
-// of the slab; the warps' sums meet in shared memory and the block writes one partial sum per column. The column
-// kernel adds the slabs' partial sums in order, in double. The slabs depend only on the shape.
+// of the slab; the warps' sums meet in shared memory and the block writes one partial sum per column.
+// kernels/column_sums.h adds the slabs' partial sums in a fixed order, in double. The slabs depend only on the shape.
 #include "bias_grad.h"
+#include "column_sums.h"
 #include "cuda_common.cuh"
 
 #include <cuda_bf16.h>
@@ -76,14 +77,6 @@ bias_grad_slabs(const T* __restrict__ dy, std::int64_t rows, int cols, std::int6
     }
 }
 
-__global__ void bias_grad_columns(const float* __restrict__ scratch, std::int64_t count, int cols, float* __restrict__ db) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    double s = 0.0;
-    for (std::int64_t k = 0; k < count; ++k) s += scratch[k * cols + c];
-    db[c] = static_cast<float>(s);
-}
-
 template <typename T>
 void launch(const void* dy, const BiasGradShape& s, float* db, float* scratch, cudaStream_t stream) {
     const Slabs sl = slabs(s);
@@ -94,8 +87,7 @@ void launch(const void* dy, const BiasGradShape& s, float* db, float* scratch, c
     auto* kernel = packs ? bias_grad_slabs<T, vec> : bias_grad_slabs<T, 1>;
     kernel<<<grid, kWarps * 32, 0, stream>>>(static_cast<const T*>(dy), s.rows, cols, sl.rows_per_slab, scratch);
     check_launch("bias grad", "slabs", s.rows, s.cols);
-    bias_grad_columns<<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream>>>(scratch, sl.count, cols, db);
-    check_launch("bias grad", "columns", s.rows, s.cols);
+    column_sums_cuda(scratch, sl.count, cols, db, cols, nullptr, stream, "bias grad");
 }
 
 }  // namespace

@@ -1,13 +1,14 @@
 // CUDA kernels of kernels/layer_norm.h. The forward (with the residual sum) is below the backward. The backward's row
-// kernel: up to 8 warps per block, each warp a slab of consecutive
-// rows, each lane its own columns of every row (16-byte loads where the rows allow), two passes per row (the row
-// sums, then dx; the second pass reads what the first brought into the cache). The warps' dw / db sums live in
-// shared memory, and the weight where it fits beside them; at the end the block adds its warps' sums column by
-// column and writes them to the scratch, and the column kernel adds the blocks' in double. The slab of each warp depends only on the shape and
-// the warps per block on the width and the device's shared memory: the same result on every run on one kind of GPU
-// (for widths over ~2,400 an A100 groups the warps differently from an H100, so dw and db may differ in the last
-// bits between the two).
+// kernel: up to 8 warps per block, each warp a slab of consecutive rows, each lane its own columns of every row
+// (16-byte loads where the rows allow), two passes per row (the row sums, then dx; the second pass reads what the
+// first brought into the cache). The warps' dw / db sums live in shared memory, and the weight where it fits beside
+// them; at the end the block adds its warps' sums column by column and writes them to the scratch, and
+// kernels/column_sums.h adds the blocks' in double. The slab of each warp depends only on the shape and the warps
+// per block on the width and the device's shared memory: the same result on every run on one kind of GPU (for
+// widths over ~2,400 an A100 groups the warps differently from an H100, so dw and db may differ in the last bits
+// between the two).
 #include "layer_norm.h"
+#include "column_sums.h"
 #include "cuda_common.cuh"
 
 #include <cuda_bf16.h>
@@ -122,19 +123,6 @@ __global__ void layer_norm_backward_rows(const T* __restrict__ dy, const T* __re
     }
 }
 
-__global__ void layer_norm_backward_columns(const float* __restrict__ scratch, std::int64_t blocks, int cols,
-                                            float* __restrict__ dw, float* __restrict__ db) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    double a = 0.0, b = 0.0;
-    for (std::int64_t k = 0; k < blocks; ++k) {
-        a += scratch[k * 2 * cols + c];
-        b += scratch[k * 2 * cols + cols + c];
-    }
-    dw[c] = static_cast<float>(a);
-    db[c] = static_cast<float>(b);
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 constexpr int kMaxDevices = 64;  // devices whose answers below are remembered; others ask every time
@@ -201,9 +189,7 @@ void backward(const void* dy, const void* x, const void* w, const float* mean, c
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(w), mean, rstd, s.rows, cols,
         sl.rows_per_warp, sl.warps, static_cast<const T*>(dres), static_cast<T*>(dx), scratch);
     check_launch("layer norm backward", "rows", s.rows, s.cols);
-    layer_norm_backward_columns<<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream>>>(scratch, blocks, cols,
-                                                                                             dw, db);
-    check_launch("layer norm backward", "columns", s.rows, s.cols);
+    column_sums_cuda(scratch, blocks, 2 * cols, dw, cols, db, stream, "layer norm backward");  // [blocks][dw | db]
 }
 
 // The forward: one warp per row, each lane its own columns (kVec at a time). Three passes over the row: s = a + b

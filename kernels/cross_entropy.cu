@@ -55,10 +55,13 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t r = blockIdx.x;
     const T* row = logits + r * stride;
     MaxSum acc = lse_empty();
+#pragma unroll 2
     for (std::int64_t j = static_cast<std::int64_t>(threadIdx.x) * kVec; j < vocab; j += kThreads * kVec) {
         const Pack<T, kVec> p = *reinterpret_cast<const Pack<T, kVec>*>(row + j);
+        float v[kVec];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) acc = lse_add(acc, to_float(p.v[k]));
+        for (int k = 0; k < kVec; ++k) v[k] = to_float(p.v[k]);
+        acc = lse_merge(acc, lse_of(v, kVec));  // the load's pair, then one merge: kVec + 1 expf, not a chain of kVec
     }
     acc = block_merge(acc);
     if (threadIdx.x == 0) {

@@ -1,5 +1,5 @@
-// The fused cross entropy's running log-sum-exp (kernels/cross_entropy.cu): a (max, Σ exp(x - max)) pair that
-// takes one value at a time and merges with another pair, so that the threads, warps and block of a row can
+// The fused cross entropy's running log-sum-exp (kernels/cross_entropy.cu): a (max, Σ exp(x - max)) pair, made of a
+// few values at a time (lse_of), that merges with another pair, so that the threads, warps and block of a row can
 // combine theirs in any order (the merge is associative up to fp32 rounding). Shared with the host so that the
 // unit tests (tests/unit/kernels) check its special values on a CPU: an empty pair is (-inf, 0); a NaN anywhere
 // makes the sum NaN; equal maxima add their sums without expf(max - max), which is NaN when both are +inf (a row
@@ -29,12 +29,16 @@ MDS_HD MaxSum lse_merge(MaxSum a, MaxSum b) {
     return {a.max, a.sum + b.sum * expf(b.max - a.max)};
 }
 
-MDS_HD MaxSum lse_add(MaxSum a, float x) {
-    if (lse_nan(x)) return {a.max, NAN};
-    if (x == -INFINITY) return a;
-    if (x == a.max) return {a.max, a.sum + 1.0f};
-    if (x > a.max) return {x, a.sum * expf(a.max - x) + 1.0f};  // expf(-inf) = 0 for the first value
-    return {a.max, a.sum + expf(x - a.max)};
+// The pair of n values (a thread's 16-byte load): their maximum, then Σ exp(x - max), where a NaN makes the sum NaN,
+// -inf adds nothing and a value equal to the maximum adds 1 without expf (+inf too: expf(inf - inf) would be NaN).
+// Its n expf do not wait on one another, where adding the values one at a time to a running pair is a chain of n
+// dependent steps; the kernel then merges the pair into its running one.
+MDS_HD MaxSum lse_of(const float* x, int n) {
+    float m = -INFINITY;
+    for (int k = 0; k < n; ++k) m = fmaxf(m, x[k]);  // fmaxf skips a NaN
+    float s = 0.0f;
+    for (int k = 0; k < n; ++k) s += x[k] == -INFINITY ? 0.0f : x[k] == m ? 1.0f : expf(x[k] - m);
+    return {m, s};
 }
 
 // The pair's log-sum-exp: NaN when a NaN was added, +inf with a +inf value, -inf for none (or only -inf).

@@ -1,9 +1,10 @@
 // kernels/online_lse.h, the fused cross entropy kernel's running log-sum-exp, run on the host in the order the
-// kernel combines a row (512 threads strided over the row, each adding its values, then butterfly merges within
-// each warp and over the 16 warps' pairs): the same log-sum-exp as the reference's two passes in double, and the
+// kernel combines a row (512 threads strided over the row, each merging the pair of each load's values into its
+// own, then butterfly merges within each warp and over the 16 warps' pairs): the same log-sum-exp as the reference's two passes in double, and the
 // same special values (+inf, -inf, NaN) whichever threads the special logits fall to.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -31,9 +32,11 @@ void butterfly(std::vector<MaxSum>& v) {
 float kernel_order(const std::vector<float>& row, int vec) {
     std::vector<MaxSum> lanes(kBlockThreads, lse_empty());
     for (int t = 0; t < kBlockThreads; ++t) {
-        for (std::size_t j = static_cast<std::size_t>(t * vec); j < row.size(); j += static_cast<std::size_t>(kBlockThreads * vec))
-            for (int k = 0; k < vec && j + static_cast<std::size_t>(k) < row.size(); ++k)
-                lanes[static_cast<std::size_t>(t)] = lse_add(lanes[static_cast<std::size_t>(t)], row[j + static_cast<std::size_t>(k)]);
+        for (std::size_t j = static_cast<std::size_t>(t * vec); j < row.size(); j += static_cast<std::size_t>(kBlockThreads * vec)) {
+            const int n = static_cast<int>(std::min(static_cast<std::size_t>(vec), row.size() - j));
+            auto& lane = lanes[static_cast<std::size_t>(t)];
+            lane = lse_merge(lane, lse_of(row.data() + j, n));
+        }
     }
     butterfly(lanes);
     std::vector<MaxSum> warps(32, lse_empty());

@@ -24,8 +24,8 @@
 # skipped). On an H200 the steps above take about 40 + 60 + 110 + 140 + 40 s, the build overlapping the tests.
 #
 # Results: $OUT/summary.md (the step table, the GPU, both benchmark tables, the tests' last lines), results-*.json
-# (bench/gpu's numbers), logs.tar.gz (every log); with MDS_GPU_PLAN=variants, trace-124M.json.gz (the 124M
-# profile's trace, where it is 16 MiB or less gzipped). The device tool returns at most 8 files from $OUT.
+# (bench/gpu's numbers), logs.tar.gz (every log); with MDS_GPU_PLAN=variants, trace-124M.json.gz and
+# trace-124M-all.json.gz (the 124M profiles' traces, each where it is 16 MiB or less gzipped). The device tool returns at most 8 files from $OUT.
 # Exit status: 0 when every step passed or was skipped for want of hardware, 1 when one failed, 2 when a packed
 # binary does not resolve.
 #
@@ -43,7 +43,7 @@
 # only the variants named (v124M, v124M-ce-fusion, v124M-fusions, v124M-profile, v1.5B, v1.5B-fusions,
 # v124M-timing0, v124M-flash-attention, v124M-alibi, v1.5B-profile, v124M-grad-acc-fusion, v1.5B-grad-acc-fusion,
 # v124M-residual-ln-fusion, v124M-gelu-epilogue, v1.5B-gelu-epilogue, v124M-all-fusions, v1.5B-all-fusions,
-# v1.5B-fusions-profile; test_train_gpu_parallel too, which the variants plan otherwise leaves out).
+# v124M-all-fusions-profile, v1.5B-fusions-profile; test_train_gpu_parallel too, which the variants plan otherwise leaves out).
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
@@ -115,12 +115,15 @@ finish() {
     [[ -f $j ]] && cp "$j" "$out/results-$(basename "$(dirname "$j")" | sed 's/^bench-//').json"
   done
   tar -C "$scratch" -czf "$out/logs.tar.gz" logs 2>/dev/null
-  # The variants plan's 124M profile: LibTorch's trace of its two iterations (every kernel with its launching
-  # operator, for a look in Perfetto or a script), when it fits what the device tool brings back (16 MiB a file).
-  for t in "$work"/prof-124M/*.pt.trace.json; do
-    [[ -f $t ]] || continue
-    gzip -c "$t" >"$out/trace-124M.json.gz"
-    (( $(stat -c %s "$out/trace-124M.json.gz") <= 16 * 1024 * 1024 )) || rm -f "$out/trace-124M.json.gz"
+  # The variants plan's 124M profiles (the four default fusions; all seven): LibTorch's trace of their two
+  # iterations (every kernel with its launching operator, for a look in Perfetto or a script), when it fits what
+  # the device tool brings back (16 MiB a file).
+  for name in 124M 124M-all; do
+    for t in "$work"/prof-$name/*.pt.trace.json; do
+      [[ -f $t ]] || continue
+      gzip -c "$t" >"$out/trace-$name.json.gz"
+      (( $(stat -c %s "$out/trace-$name.json.gz") <= 16 * 1024 * 1024 )) || rm -f "$out/trace-$name.json.gz"
+    done
   done
   cat "$logs/summary.md"
   rm -rf "$scratch"
@@ -282,6 +285,9 @@ if [[ $plan == variants && $dry != 1 ]]; then
   optin="--gradient-accumulation-fusion --residual-layernorm-fusion --gelu-epilogue-fusion"
   vbench v124M-all-fusions 100 --size 124M --device cuda --impls mds,llmc --llmc-prebuilt --timeout 45 --mds-args "$optin"
   vbench v1.5B-all-fusions 120 --size 1.5B --device cuda --impls mds,llmc --llmc-prebuilt --timeout 60 --mds-args "$optin"
+  # Where the time goes with all seven (its trace comes back as trace-124M-all.json.gz).
+  vbench v124M-all-fusions-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
+    --mds-args "$optin --profile --use-pytorch-profiler --tensorboard-dir $work/prof-124M-all --profile-step-start 6 --profile-step-end 8"
   # What is left at 1.5B with the four fusions.
   vbench v1.5B-fusions-profile 70 --size 1.5B --device cuda --impls mds --steps 8 --warmup 3 --timeout 60 \
     --mds-args "$fusions $prof --profile-step-start 4 --profile-step-end 6"

@@ -133,7 +133,8 @@ void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x
 // The weight's gradient g2ᵀ x2: added into `sink`'s fp32 main gradient when it holds one (returning autograd's
 // placeholder, never read: its hooks run as they would, and MainGrads drops it, main_grad_sink.h; Megatron-LM hands
 // back the same uninitialized tensor), else returned.
-at::Tensor weight_grad(const at::Tensor& g2, const at::Tensor& x2, const at::Tensor& weight, const c10::intrusive_ptr<MainGradSink>& sink) {
+at::Tensor weight_grad(const at::Tensor& g2, const at::Tensor& x2, const at::Tensor& weight,
+                       const c10::intrusive_ptr<MainGradSink>& sink) {
     if (!sink || !sink->grad.defined()) return at::mm(g2.t(), x2);
     add_weight_grad(sink->grad, g2, x2);
     sink->added = true;
@@ -280,7 +281,8 @@ struct FusedGeluMlp : public torch::autograd::Function<FusedGeluMlp> {
             std::tie(dpre, db1) = mlp_hidden_grad(g2, w2, pre, ctx->needs_input_grad(2));
             if (ctx->needs_input_grad(0)) dx = at::mm(dpre, w1).view(x.sizes());
             if (ctx->needs_input_grad(1)) dw1 = weight_grad(dpre, x.reshape({-1, in}), w1, saved_sink(ctx, "fc1_main_grad"));
-            if (ctx->needs_input_grad(2) && !db1.defined() && dpre.size(0) > 0) db1 = bias_grad_of(dpre, kernel, w1.scalar_type());
+            if (ctx->needs_input_grad(2) && !db1.defined() && dpre.size(0) > 0)
+                db1 = bias_grad_of(dpre, kernel, w1.scalar_type());
         }
         return {dx, dw1, db1, dw2, db2, at::Tensor(), at::Tensor(), at::Tensor()};
     }
@@ -317,8 +319,8 @@ std::string gelu_epilogue_fusion_unsupported(const c10::Device& device, c10::Sca
     return device.is_cuda() ? gelu_gemm_unavailable() : std::string();
 }
 
-at::Tensor fused_gelu_mlp(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2,
-                          const MlpFusions& fusions) {
+at::Tensor fused_gelu_mlp(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
+                          const at::Tensor& b2, const MlpFusions& fusions) {
     const auto dtype = x.scalar_type();
     if (x.dim() < 1 || w1.dim() != 2 || b1.dim() != 1 || w2.dim() != 2 || b2.dim() != 1 || w1.size(1) != x.size(-1) ||
         b1.size(0) != w1.size(0) || w2.size(1) != w1.size(0) || b2.size(0) != w2.size(0) || w1.scalar_type() != dtype ||

@@ -163,16 +163,18 @@ std::string gelu_gemm_unavailable() {
     return "cuBLASLt's " + missing + " is not loaded in this process (LibTorch's libcublasLt)";
 }
 
-bool gemm_bias_gelu(const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b, const at::Tensor& out, const at::Tensor& pre) {
-    // Column-major, as cuBLAS reads: out is [hidden × rows] (ld hidden) = wᵀ-as-stored [in × hidden] transposed
-    // times x2 [in × rows]; the bias runs along D's rows (the hidden units), then the GeLU.
+bool gemm_bias_gelu(const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b, const at::Tensor& out,
+                    const at::Tensor& pre) {
+    // Column-major, as cuBLAS reads: out is [hidden × rows] (ld hidden) = op(w) · x2, where w as stored is
+    // [in × hidden] (op: transposed) and x2 [in × rows]; the bias runs along D's rows (the hidden units), then the GeLU.
     const c10::cuda::CUDAGuard guard(x2.device());
     return run({CUBLAS_OP_T, w.size(0), x2.size(0), x2.size(1), w.const_data_ptr(), x2.const_data_ptr(), b.const_data_ptr(),
-         out.data_ptr(), pre.data_ptr(), CUBLASLT_EPILOGUE_GELU_AUX_BIAS, cuda_type(x2)},
-        describe("x wᵀ + b with GeLU", x2, w));
+                out.data_ptr(), pre.data_ptr(), CUBLASLT_EPILOGUE_GELU_AUX_BIAS, cuda_type(x2)},
+               describe("x wᵀ + b with GeLU", x2, w));
 }
 
-bool gemm_dgelu(const at::Tensor& g2, const at::Tensor& w2, const at::Tensor& pre, const at::Tensor& dpre, const at::Tensor& dbias) {
+bool gemm_dgelu(const at::Tensor& g2, const at::Tensor& w2, const at::Tensor& pre, const at::Tensor& dpre,
+                const at::Tensor& dbias) {
     // Column-major: dpre is [hidden × rows] = w2-as-stored [hidden × out] times g2 [out × rows], times GeLU's
     // derivative at pre (the same [hidden × rows]); with dbias, also dpre's sums along its rows (per hidden unit).
     const c10::cuda::CUDAGuard guard(g2.device());

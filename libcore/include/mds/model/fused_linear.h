@@ -37,8 +37,8 @@ struct MlpFusions {
     bool bias_grad = true;
     c10::intrusive_ptr<MainGradSink> fc1_main_grad, fc2_main_grad;
 };
-at::Tensor fused_gelu_mlp(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2, const at::Tensor& b2,
-                          const MlpFusions& fusions = {});
+at::Tensor fused_gelu_mlp(const at::Tensor& x, const at::Tensor& w1, const at::Tensor& b1, const at::Tensor& w2,
+                          const at::Tensor& b2, const MlpFusions& fusions = {});
 
 // Empty when fused_linear can run tensors of this dtype on this device, else why not.
 std::string fused_linear_unsupported(const c10::Device& device, c10::ScalarType dtype);

@@ -186,7 +186,7 @@ def exits(tmp, data):
     latest = open(save + "/latest").read().strip() if os.path.exists(save + "/latest") else ""
     saved = latest.removeprefix("global_step")
     check(p.returncode == 0 and "standard output is closed (broken pipe)" in err and
-          "received SIGPIPE (standard output closed): stopping after iteration" in err and saved.isdigit() and
+          "received SIGPIPE: stopping after iteration" in err and saved.isdigit() and
           0 < int(saved) < 100000 and os.path.isdir(save + "/" + latest),
           f"closed stdout: rc {p.returncode}, latest {latest!r}, {err[-800:]}")
     print(f"exits: standard output closed: stopped at iteration {saved} with its checkpoint")

@@ -46,7 +46,7 @@ const char* signal_name(int sig) {
     case SIGUSR1: return "SIGUSR1";
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
-    case SIGPIPE: return "SIGPIPE (standard output closed)";
+    case SIGPIPE: return "SIGPIPE";  // asked by print_line: standard output closed
     default: return "signal";
     }
 }

@@ -416,8 +416,9 @@ at::Tensor GptModel::embed(const at::Tensor& tokens, const at::Tensor& position_
         if (position_ids.defined()) {
             x = x + at::embedding(position_embeddings_, position_ids.to(device_, at::kLong));
         } else {
-            auto pos = at::arange(seq, at::TensorOptions().device(device_).dtype(at::kLong));
-            x = x + at::embedding(position_embeddings_, pos).unsqueeze(0);
+            // Positions 0 … seq-1: the table's first rows, as the embedding of arange(seq) gives them; their backward
+            // is a copy into those rows, where the embedding's sorts its indices first (several kernels on a GPU).
+            x = x + position_embeddings_.narrow(0, 0, seq).unsqueeze(0);
         }
     }
     x = dropout(x, config_.hidden_dropout, /*seq_first=*/false);  // Megatron: on [b, s, h], before the transpose

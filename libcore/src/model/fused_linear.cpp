@@ -75,13 +75,11 @@ GemmEx cublas_gemm_ex() {
 }
 #endif
 
-// The first cuBLAS result of each kind in the process against ATen's steps on the same operands: a product that
-// computes otherwise on this GPU and cuBLAS (a layout read otherwise, an epilogue) stops the run at its first step
-// instead of training on. Each pair is (cuBLAS's, ATen's); the largest difference, relative to ATen's largest
-// value, must stay within the dtype's rounding.
-void verify_once(std::atomic<bool>& done, const char* flag, const std::string& what,
-                 std::initializer_list<std::pair<at::Tensor, at::Tensor>> pairs) {
-    if (done.exchange(true)) return;
+// A cuBLAS result against ATen's steps on the same operands, for the first product of each kind in a process (its
+// caller's once-flag): a product that computes otherwise on this GPU and cuBLAS (a layout read otherwise, an
+// epilogue) stops the run at its first step instead of training on. Each pair is (cuBLAS's, ATen's); the largest
+// difference, relative to ATen's largest value, must stay within the dtype's rounding.
+void check_against_aten(const char* flag, const std::string& what, std::initializer_list<std::pair<at::Tensor, at::Tensor>> pairs) {
     for (const auto& [got, want] : pairs) {
         const auto g = got.to(at::kFloat), w = want.to(at::kFloat);
         const double scale = std::max(w.abs().max().item<double>(), 1e-30);
@@ -112,8 +110,9 @@ void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x
         const cudaDataType_t ab = g2.scalar_type() == at::kBFloat16 ? CUDA_R_16BF : CUDA_R_32F;
         const float alpha = 1.0f, beta = 1.0f;
         const int m = static_cast<int>(in), n = static_cast<int>(out), k = static_cast<int>(rows);
-        static std::atomic<bool> verified{false};
-        const at::Tensor before = verified.load() ? at::Tensor() : main.clone();
+        static std::atomic<bool> checked{false};
+        const bool check = !checked.exchange(true);
+        const at::Tensor before = check ? main.clone() : at::Tensor();
         const cublasStatus_t status = cublas_gemm_ex()(at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_T, m, n, k,
                                                        &alpha, x2.const_data_ptr(), ab, m, g2.const_data_ptr(), ab, n, &beta,
                                                        main.data_ptr(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -121,9 +120,9 @@ void add_weight_grad(at::Tensor& main, const at::Tensor& g2, const at::Tensor& x
             throw Error("gradient accumulation fusion: cublasGemmEx of [" + std::to_string(rows) + ", " + std::to_string(out) +
                         "]ᵀ x [" + std::to_string(rows) + ", " + std::to_string(in) + "] " + c10::toString(g2.scalar_type()) +
                         " into fp32 failed: cuBLAS status " + std::to_string(static_cast<int>(status)));
-        if (before.defined())
-            verify_once(verified, "--gradient-accumulation-fusion", "gᵀ x added into the fp32 main gradient",
-                        {{main - before, at::mm(g2.t().to(at::kFloat), x2.to(at::kFloat))}});
+        if (check)
+            check_against_aten("--gradient-accumulation-fusion", "gᵀ x added into the fp32 main gradient",
+                               {{main - before, at::mm(g2.t().to(at::kFloat), x2.to(at::kFloat))}});
         return;
     }
 #endif
@@ -184,7 +183,7 @@ struct FusedLinear : public torch::autograd::Function<FusedLinear> {
 void warn_epilogue_refused(const std::string& why) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
-        print_warning("--gelu-epilogue-fusion: cuBLASLt's epilogues do not take the MLP's operands (" + why +
+        print_warning(std::string(kGeluFlag) + ": cuBLASLt's epilogues do not take the MLP's operands (" + why +
                       "): ATen's steps instead, where they do not");
 }
 
@@ -211,10 +210,10 @@ std::pair<at::Tensor, at::Tensor> mlp_hidden(const at::Tensor& x2, const at::Ten
         warn_epilogue_refused("no cuBLASLt algorithm for the first product");
         return aten();
     }
-    static std::atomic<bool> verified{false};
-    if (!verified.load()) {
+    static std::atomic<bool> checked{false};
+    if (!checked.exchange(true)) {
         const auto want = aten();
-        verify_once(verified, kGeluFlag, "x wᵀ + b with GeLU", {{pre, want.first}, {h, want.second}});
+        check_against_aten(kGeluFlag, "x wᵀ + b with GeLU", {{pre, want.first}, {h, want.second}});
     }
     return {pre, h};
 }
@@ -225,23 +224,30 @@ std::pair<at::Tensor, at::Tensor> mlp_hidden_grad(const at::Tensor& g2, const at
     const auto aten = [&] { return at::gelu_backward(at::mm(g2, w2), pre, "tanh"); };
     if (!epilogue_applies({g2, w2, pre}, pre.size(1))) return {aten(), at::Tensor()};
     auto dpre = at::empty_like(pre);
-    at::Tensor db = bias ? at::empty({pre.size(1)}, pre.options()) : at::Tensor();
-    bool done = bias && gemm_dgelu(g2, w2, pre, dpre, db);
-    if (!done) {
-        db = at::Tensor();
-        done = gemm_dgelu(g2, w2, pre, dpre);
+    // DGELU_BGRAD until cuBLASLt has had no algorithm for it once (the shapes repeat every step), then DGELU.
+    static std::atomic<bool> no_bgrad{false};
+    at::Tensor db;
+    bool done = false;
+    if (bias && !no_bgrad.load()) {
+        db = at::empty({pre.size(1)}, pre.options());
+        done = gemm_dgelu(g2, w2, pre, dpre, db);
+        if (!done) {
+            no_bgrad.store(true);
+            db = at::Tensor();
+        }
     }
+    if (!done) done = gemm_dgelu(g2, w2, pre, dpre);
     if (!done) {
         warn_epilogue_refused("no cuBLASLt algorithm for the input gradient's product");
         return {aten(), at::Tensor()};
     }
-    static std::atomic<bool> verified{false};
-    if (!verified.load()) {
+    static std::atomic<bool> checked{false};
+    if (!checked.exchange(true)) {
         const auto want = aten();
         if (db.defined())
-            verify_once(verified, kGeluFlag, "g w with GeLU's derivative and its sums", {{dpre, want}, {db, want.sum(0)}});
+            check_against_aten(kGeluFlag, "g w with GeLU's derivative and its sums", {{dpre, want}, {db, want.sum(0)}});
         else
-            verify_once(verified, kGeluFlag, "g w with GeLU's derivative", {{dpre, want}});
+            check_against_aten(kGeluFlag, "g w with GeLU's derivative", {{dpre, want}});
     }
     return {dpre, db};
 }

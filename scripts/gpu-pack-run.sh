@@ -25,7 +25,8 @@
 #
 # Results: $OUT/summary.md (the step table, the GPU, both benchmark tables, the tests' last lines), results-*.json
 # (bench/gpu's numbers), logs.tar.gz (every log); with MDS_GPU_PLAN=variants, trace-124M.json.gz and
-# trace-124M-all.json.gz (the 124M profiles' traces, each where it is 16 MiB or less gzipped). The device tool returns at most 8 files from $OUT.
+# trace-124M-all.json.gz (the 124M profiles' traces, each where it is 16 MiB or less gzipped). The device tool
+# returns at most 8 files from $OUT.
 # Exit status: 0 when every step passed or was skipped for want of hardware, 1 when one failed, 2 when a packed
 # binary does not resolve.
 #
@@ -43,7 +44,8 @@
 # only the variants named (v124M, v124M-ce-fusion, v124M-fusions, v124M-profile, v1.5B, v1.5B-fusions,
 # v124M-timing0, v124M-flash-attention, v124M-alibi, v1.5B-profile, v124M-grad-acc-fusion, v1.5B-grad-acc-fusion,
 # v124M-residual-ln-fusion, v124M-gelu-epilogue, v1.5B-gelu-epilogue, v124M-all-fusions, v1.5B-all-fusions,
-# v124M-all-fusions-profile, v1.5B-fusions-profile; test_train_gpu_parallel too, which the variants plan otherwise leaves out).
+# v124M-all-fusions-profile, v1.5B-fusions-profile; test_train_gpu_parallel too, which the variants plan otherwise
+# leaves out).
 set -uo pipefail
 pack=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/mds-gpu-out}
@@ -286,8 +288,9 @@ if [[ $plan == variants && $dry != 1 ]]; then
   vbench v124M-all-fusions 100 --size 124M --device cuda --impls mds,llmc --llmc-prebuilt --timeout 45 --mds-args "$optin"
   vbench v1.5B-all-fusions 120 --size 1.5B --device cuda --impls mds,llmc --llmc-prebuilt --timeout 60 --mds-args "$optin"
   # Where the time goes with all seven (its trace comes back as trace-124M-all.json.gz).
+  prof124all="--profile --use-pytorch-profiler --tensorboard-dir $work/prof-124M-all"
   vbench v124M-all-fusions-profile 60 --size 124M --device cuda --impls mds --steps 12 --warmup 4 --timeout 50 \
-    --mds-args "$optin --profile --use-pytorch-profiler --tensorboard-dir $work/prof-124M-all --profile-step-start 6 --profile-step-end 8"
+    --mds-args "$optin $prof124all --profile-step-start 6 --profile-step-end 8"
   # What is left at 1.5B with the four fusions.
   vbench v1.5B-fusions-profile 70 --size 1.5B --device cuda --impls mds --steps 8 --warmup 3 --timeout 60 \
     --mds-args "$fusions $prof --profile-step-start 4 --profile-step-end 6"

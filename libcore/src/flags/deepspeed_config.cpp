@@ -9,6 +9,7 @@
 
 #include "mds/flags/curriculum.h"  // find_curriculum_config_problem
 #include "mds/util/error.h"
+#include "mds/util/int_range.h"
 
 namespace mds::flags {
 namespace {
@@ -43,8 +44,8 @@ public:
         const json* v = find(key);
         if (!v) return std::nullopt;
         if (v->is_number_integer()) return v->get<std::int64_t>();
-        if (v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<std::int64_t>(v->get<double>())))
-            return static_cast<std::int64_t>(v->get<double>());
+        if (v->is_number_float())
+            if (const auto i = exact_int64(v->get<double>())) return *i;
         fail(key, std::string("expected an integer, found ") + v->dump());
     }
 

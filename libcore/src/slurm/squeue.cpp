@@ -11,6 +11,7 @@
 
 #include "mds/util/json_limits.h"
 #include "mds/util/error.h"
+#include "mds/util/int_range.h"
 #include "mds/util/safe_paths.h"  // printable
 
 namespace mds::slurm {
@@ -100,15 +101,21 @@ std::int64_t json_int(const json& job, const char* key, std::int64_t fallback, s
     if (it == job.end() || it->is_null()) return fallback;
     const json& v = *it;
     if (v.is_number_integer()) return v.get<std::int64_t>();
-    if (v.is_number_float()) return static_cast<std::int64_t>(v.get<double>());
+    // A float (22.05 writes some fields as 5.0): truncated, and refused past int64's range.
+    auto from_float = [&](double d) {
+        const auto i = truncate_to_int64(d);
+        if (!i) throw Error(path_of(source, index, key) + ": " + json(d).dump() + " is not a whole number within int64's range");
+        return *i;
+    };
+    if (v.is_number_float()) return from_float(v.get<double>());
     if (v.is_object()) {
         const auto set = v.find("set");
         const auto inf = v.find("infinite");
         if (set != v.end() && set->is_boolean() && !set->get<bool>()) return fallback;
         if (inf != v.end() && inf->is_boolean() && inf->get<bool>()) return fallback;
         const auto num = v.find("number");
-        if (num != v.end() && num->is_number()) return num->is_number_integer() ? num->get<std::int64_t>()
-                                                                               : static_cast<std::int64_t>(num->get<double>());
+        if (num != v.end() && num->is_number())
+            return num->is_number_integer() ? num->get<std::int64_t>() : from_float(num->get<double>());
         return fallback;
     }
     throw Error(path_of(source, index, key) + ": expected a number or a {set, number} object, found " +

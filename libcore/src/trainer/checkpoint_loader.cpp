@@ -23,6 +23,7 @@
 #include "mds/ckpt/ds_layout.h"
 #include "mds/model/tensor_io.h"  // to_scalar_type
 #include "mds/util/error.h"
+#include "mds/util/int_range.h"
 #include "mds/util/parallel.h"
 
 namespace mds::trainer {
@@ -312,8 +313,10 @@ void read_partition(const ckpt::TorchFile& file, std::size_t k, const std::strin
         const auto* step = groups[g].find("step");
         std::int64_t sv = 0;
         if (step && step->type() == ckpt::PyType::Int) sv = step->as_int();
-        else if (step && step->type() == ckpt::PyType::Float) sv = static_cast<std::int64_t>(step->as_float());
-        else throw Error(where + ": param group " + std::to_string(g) + " has no step count");
+        else if (const auto f = step && step->type() == ckpt::PyType::Float ? truncate_to_int64(step->as_float())
+                                                                             : std::nullopt)
+            sv = *f;
+        else throw Error(where + ": param group " + std::to_string(g) + " has no step count (a number within int64's range)");
         if (out.steps && *out.steps != sv) throw Error(where + ": param groups have different step counts");
         out.steps = sv;
         const std::string what = "group " + std::to_string(g);
@@ -399,9 +402,15 @@ void load_loss_scaler(const PyValue& osd, const std::string& file, const flags::
     if (a.parallel.deepspeed) {
         optim::DeepSpeedLossScaler::State ds;
         ds.cur_scale = get("cur_scale", 1.0);
-        ds.cur_iter = static_cast<std::int64_t>(get("cur_iter", 0));
-        ds.last_overflow_iter = static_cast<std::int64_t>(get("last_overflow_iter", -1));
-        ds.cur_hysteresis = static_cast<std::int64_t>(get("cur_hysteresis", static_cast<double>(a.optimizer.hysteresis)));
+        auto get_int = [&](const char* k, double fallback) {
+            const double v = get(k, fallback);
+            const auto i = truncate_to_int64(v);
+            if (!i) throw Error(file + ": loss_scaler." + k + " is " + std::to_string(v) + ", not an int64");
+            return *i;
+        };
+        ds.cur_iter = get_int("cur_iter", 0);
+        ds.last_overflow_iter = get_int("last_overflow_iter", -1);
+        ds.cur_hysteresis = get_int("cur_hysteresis", static_cast<double>(a.optimizer.hysteresis));
         ds.skipped_iterations = progress.skipped_steps;
         progress.deepspeed_scaler = ds;
     } else {

@@ -19,6 +19,7 @@
 #include "mds/ckpt/ds_layout.h"
 #include "mds/ckpt/tp_reshard.h"
 #include "mds/util/error.h"
+#include "mds/util/int_range.h"
 
 namespace mds::trainer::checkpoint_detail {
 namespace fs = std::filesystem;
@@ -150,9 +151,12 @@ std::int64_t universal_step(const fs::path& dir, const std::string& first_param)
         ckpt::TorchFile f(step_file.string());
         const auto& r = f.root();
         if (r.type() == ckpt::PyType::Int) return r.as_int();
-        if (r.type() == ckpt::PyType::Float) return static_cast<std::int64_t>(r.as_float());
-        if (ckpt::TorchFile::is_tensor(r)) return static_cast<std::int64_t>(to_tensor(f.tensor(r, "step")).item<double>());
-        throw Error(step_file.string() + ": expected a number");
+        std::optional<std::int64_t> step;
+        if (r.type() == ckpt::PyType::Float) step = truncate_to_int64(r.as_float());
+        else if (ckpt::TorchFile::is_tensor(r)) step = truncate_to_int64(to_tensor(f.tensor(r, "step")).item<double>());
+        else throw Error(step_file.string() + ": expected a number");
+        if (!step) throw Error(step_file.string() + ": the step is not a number within int64's range");
+        return *step;
     }
     // ... else the param groups of zero/optimizer_state.pt (apex's FusedAdam keeps it there), which
     // DeepSpeed copies into the optimizer's groups.

@@ -1,5 +1,6 @@
 #include "mds/util/int_range.h"
 
+#include <cmath>
 #include <limits>
 
 namespace mds {
@@ -58,6 +59,19 @@ IntRangeParse parse_int_range(std::string_view text, bool single_allowed, bool p
         out.problem = "the range ends (" + std::to_string(out.range.last) + ") before it starts (" +
                       std::to_string(out.range.first) + ")";
     return out;
+}
+
+std::optional<std::int64_t> truncate_to_int64(double v) {
+    // -2^63 is exact in a double; 2^63 is the first value past INT64_MAX. NaN fails both tests.
+    constexpr double kLimit = 9223372036854775808.0;
+    if (!(v >= -kLimit && v < kLimit)) return std::nullopt;
+    return static_cast<std::int64_t>(v);
+}
+
+std::optional<std::int64_t> exact_int64(double v) {
+    const auto i = truncate_to_int64(v);
+    if (!i || static_cast<double>(*i) != v) return std::nullopt;
+    return i;
 }
 
 }  // namespace mds

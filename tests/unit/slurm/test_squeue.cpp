@@ -217,6 +217,13 @@ TEST_CASE("squeue --json: errors name the job and the field") {
     CHECK_THROWS_WITH_AS(parse_squeue_json("squeue: unrecognized option '--json'"), doctest::Contains("not JSON at byte"),
                          mds::Error);
     CHECK_THROWS_AS(parse_squeue_json("[1e999999]"), mds::Error);
+    // Floats past int64's range (found by fuzz_squeue: the cast was undefined behaviour).
+    CHECK_THROWS_WITH_AS(parse_squeue_json("{\"jobs\": [{\"job_id\": 1, \"job_state\": \"RUNNING\", \"start_time\": 1e50}]}"),
+                         doctest::Contains("jobs[0].start_time: 1e+50 is not a whole number within int64's range"), mds::Error);
+    CHECK_THROWS_WITH_AS(
+        parse_squeue_json("{\"jobs\": [{\"job_id\": 1, \"job_state\": \"RUNNING\", \"end_time\": {\"set\": true, \"number\": -1e19}}]}"),
+        doctest::Contains("jobs[0].end_time: -1e+19 is not"), mds::Error);
+    CHECK(parse_squeue_json("{\"jobs\": [{\"job_id\": 1, \"job_state\": \"RUNNING\", \"start_time\": 5.0}]}").jobs.at(0).start_time == 5);
 }
 
 TEST_CASE("the text form: errors name the line; names keep every character") {

@@ -1,6 +1,8 @@
 // Whole numbers and A-B ranges as flags spell them (mds/util/int_range.h).
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "mds/util/int_range.h"
 
 TEST_CASE("int_range: whole numbers are decimal digits, Python's underscores only when asked") {
@@ -44,4 +46,19 @@ TEST_CASE("int_range: A-B ranges, a bare A where allowed, and what is wrong with
     CHECK(problem("x", true) == "'x' is not a whole number");
     CHECK(problem("1-99999999999999999999").find("the range end '99999999999999999999' is too large") == 0);
     CHECK(mds::parse_int_range("1_0-2_0", false, true).range.last == 20);
+}
+
+TEST_CASE("int_range: doubles from files become int64 only within int64's range") {
+    CHECK(mds::truncate_to_int64(5.0) == 5);
+    CHECK(mds::truncate_to_int64(-5.9) == -5);
+    CHECK(mds::truncate_to_int64(-9223372036854775808.0) == INT64_MIN);
+    CHECK(mds::truncate_to_int64(9223372036854774784.0) == 9223372036854774784);  // the largest double below 2^63
+    CHECK_FALSE(mds::truncate_to_int64(9223372036854775808.0));
+    CHECK_FALSE(mds::truncate_to_int64(1e50));
+    CHECK_FALSE(mds::truncate_to_int64(-1e19));
+    CHECK_FALSE(mds::truncate_to_int64(std::numeric_limits<double>::quiet_NaN()));
+    CHECK_FALSE(mds::truncate_to_int64(std::numeric_limits<double>::infinity()));
+    CHECK(mds::exact_int64(4096.0) == 4096);
+    CHECK_FALSE(mds::exact_int64(5.5));
+    CHECK_FALSE(mds::exact_int64(1e50));
 }

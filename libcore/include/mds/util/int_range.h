@@ -34,4 +34,11 @@ struct IntRangeParse {
 };
 IntRangeParse parse_int_range(std::string_view text, bool single_allowed = false, bool python_underscores = false);
 
+// A double read from a file (JSON's 5.0, a pickled float) as an int64, truncated toward zero;
+// nullopt for NaN, infinities and values outside [-2^63, 2^63), where static_cast is undefined.
+std::optional<std::int64_t> truncate_to_int64(double v);
+
+// The same, for a value that must be whole: nullopt also when `v` has a fraction (5.5).
+std::optional<std::int64_t> exact_int64(double v);
+
 }  // namespace mds

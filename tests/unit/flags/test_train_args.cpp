@@ -301,6 +301,11 @@ TEST_CASE("DeepSpeed config: unknown keys are listed, errors name the file and t
     CHECK(ds.unknown_keys == std::vector<std::string>{"zero_optimization.contiguous_gradients", "optimizer"});
     CHECK(parse_deepspeed_config(std::string(R"({"zero_optimization": {"reduce_bucket_size": 5e8}})"), "ds.json").reduce_bucket_size ==
           500000000);
+    // Past int64 (the cast was undefined behaviour) or with a fraction: not an integer.
+    CHECK_THROWS_WITH_AS(parse_deepspeed_config(std::string(R"({"zero_optimization": {"reduce_bucket_size": 1e50}})"), "ds.json"),
+                         doctest::Contains("reduce_bucket_size: expected an integer, found 1e+50"), mds::Error);
+    CHECK_THROWS_WITH_AS(parse_deepspeed_config(std::string(R"({"zero_optimization": {"reduce_bucket_size": 5.5}})"), "ds.json"),
+                         doctest::Contains("reduce_bucket_size: expected an integer, found 5.5"), mds::Error);
     CHECK_THROWS_WITH_AS(parse_deepspeed_config(std::string(R"({"zero_optimization": {"reduce_bucket_size": 0}})"), "ds.json"),
                          doctest::Contains("ds.json: zero_optimization.reduce_bucket_size: expected a positive number of elements"),
                          mds::Error);

@@ -141,7 +141,9 @@ void check_required(const TrainArgs& args) {
     positive("--micro-batch-size", args.optimizer.micro_batch_size);
     positive("--tensor-model-parallel-size", p.tensor_model_parallel_size);
     positive("--pipeline-model-parallel-size", p.pipeline_model_parallel_size);
-    if (!(p.distributed_timeout_minutes > 0)) usage("--distributed-timeout-minutes must be positive");
+    // At most 1e9 minutes (~1,900 years): the milliseconds must fit an int64.
+    if (!(p.distributed_timeout_minutes > 0 && p.distributed_timeout_minutes <= 1e9))
+        usage("--distributed-timeout-minutes must be positive (and at most 1e9)");
     positive("--make-vocab-size-divisible-by", m.make_vocab_size_divisible_by);
 }
 

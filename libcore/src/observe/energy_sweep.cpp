@@ -5,6 +5,7 @@
 
 #include <unistd.h>  // access
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -104,7 +105,8 @@ void run_setting(const EnergySweepOptions& options, const SweepTrainFlags& info,
     shell.insert(shell.end(), argv.begin(), argv.end());
     ProcessOptions po;
     if (options.timeout_s > 0)
-        po.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(options.timeout_s * 1000.0));
+        // At most ~31 years: past int64 the cast would be undefined (run_process caps the deadline further).
+        po.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::min(options.timeout_s, 1e9) * 1000.0));
     const ProcessResult pr = run_process(shell, po);
     if (!pr.ok()) {
         row.status = SweepStatus::failed;

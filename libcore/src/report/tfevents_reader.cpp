@@ -138,7 +138,8 @@ std::optional<double> tensor_scalar(std::string_view tensor, const std::string& 
             case 13: {
                 std::vector<double> raw;
                 append_numbers(f, 4, false, raw, where);
-                for (double h : raw) values.push_back(half_to_double(static_cast<std::uint32_t>(h)));
+                // raw holds int32 values (a double's cast of a negative one to uint32 would be undefined)
+                for (double h : raw) values.push_back(half_to_double(static_cast<std::uint32_t>(static_cast<std::int32_t>(h))));
                 break;
             }
             default: break;

@@ -332,6 +332,7 @@ TEST_CASE("validation: Megatron's rules between flags") {
     };
     fails_with({}, "one of --train-iters and --train-samples is required");
     fails_with({"--train-iters", "10", "--distributed-timeout-minutes", "0"}, "--distributed-timeout-minutes must be positive");
+    fails_with({"--train-iters", "10", "--distributed-timeout-minutes", "1e300"}, "--distributed-timeout-minutes must be positive (and at most 1e9)");
     fails_with({"--train-iters", "10", "--train-samples", "10"}, "exclude each other");
     fails_with({"--train-iters", "10", "--fp16", "--bf16"}, "--fp16 and --bf16 exclude each other");
     fails_with({"--train-iters", "10", "--hidden-size", "66"}, "--hidden-size 66 is not divisible by --num-attention-heads 4");

@@ -36,17 +36,16 @@ void bytes_field(std::string& out, unsigned field, const std::string& b) {
 
 // tf.summary.scalar's event: Summary.Value{tag, metadata{plugin_data{plugin_name "scalars"}},
 // tensor{dtype DT_FLOAT, tensor_shape {}, float_val packed [v]}}.
-std::string tf2_scalar_event(const std::string& tag, float v, std::int64_t step) {
+// `dtype` and the packed values of field `field` (float_val 5, half_val 13, ...).
+std::string tf2_tensor_event(const std::string& tag, unsigned dtype, unsigned field, const std::string& packed,
+                             std::int64_t step) {
     std::string plugin, metadata, tensor, value, summary, event;
     bytes_field(plugin, 1, "scalars");
     bytes_field(metadata, 1, plugin);
     varint(tensor, 1 << 3);
-    varint(tensor, 1);          // dtype = DT_FLOAT
+    varint(tensor, dtype);
     bytes_field(tensor, 2, "");  // empty shape: a scalar
-    std::string packed;
-    const auto bits = std::bit_cast<std::uint32_t>(v);
-    for (int i = 0; i < 4; ++i) packed.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
-    bytes_field(tensor, 5, packed);
+    bytes_field(tensor, field, packed);
     bytes_field(value, 1, tag);
     bytes_field(value, 9, metadata);
     bytes_field(value, 8, tensor);
@@ -55,6 +54,20 @@ std::string tf2_scalar_event(const std::string& tag, float v, std::int64_t step)
     varint(event, static_cast<std::uint64_t>(step));
     bytes_field(event, 5, summary);
     return event;
+}
+
+std::string tf2_scalar_event(const std::string& tag, float v, std::int64_t step) {
+    std::string packed;
+    const auto bits = std::bit_cast<std::uint32_t>(v);
+    for (int i = 0; i < 4; ++i) packed.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
+    return tf2_tensor_event(tag, 1, 5, packed, step);  // DT_FLOAT, float_val
+}
+
+// DT_HALF: half_val holds each half's 16 bits as an int32 varint.
+std::string tf2_half_event(const std::string& tag, std::int32_t half_bits, std::int64_t step) {
+    std::string packed;
+    varint(packed, static_cast<std::uint64_t>(static_cast<std::int64_t>(half_bits)));  // int32: sign-extended
+    return tf2_tensor_event(tag, 19, 13, packed, step);
 }
 
 }  // namespace
@@ -106,4 +119,15 @@ TEST_CASE("TF2 tensor-valued scalars and torch-style simple values in one file")
     CHECK(r.scalars[0].step == 7);
     CHECK(r.scalars[1].tag == "lr");
     CHECK(r.scalars[1].value == 0.5);
+}
+
+TEST_CASE("DT_HALF scalars: the half's bits from half_val; a negative int32 there reads as its low 16 bits") {
+    std::string file = mds::observe::tfrecord_frame(mds::observe::encode_file_version_event(1.0));
+    file += mds::observe::tfrecord_frame(tf2_half_event("loss", 0x3E00, 3));   // 1.5
+    file += mds::observe::tfrecord_frame(tf2_half_event("loss", -0x4200, 4));  // 0xBE00 in the low bits: -1.5
+    const auto r = parse_event_file(file, "half");
+    REQUIRE(r.scalars.size() == 2);
+    CHECK(r.scalars[0].value == 1.5);
+    CHECK(r.scalars[1].value == -1.5);
+    CHECK(r.scalars[1].step == 4);
 }

@@ -174,3 +174,28 @@ w(L, "env_ompi", b"\x02" + b"\0".join([b"OMPI_COMM_WORLD_RANK=3", b"OMPI_COMM_WO
                                       b"OMPI_COMM_WORLD_LOCAL_SIZE=2", b"MASTER_ADDR=h"]))
 w(L, "env_pmi", b"\x02" + b"\0".join([b"PMI_RANK=0", b"PMI_SIZE=2", b"MPI_LOCALRANKID=0", b"MPI_LOCALNRANKS=2",
                                      b"MASTER_ADDR=h"]))
+
+# fuzz_train_flags: byte 0 even = a DeepSpeed config, odd = a command line, one argument per line; byte 1 = world size - 1.
+T = "fuzz_train_flags"
+w(T, "ds_bf16_zero1", b"\x00\x07" + json.dumps({
+    "train_micro_batch_size_per_gpu": 1, "train_batch_size": 16, "gradient_clipping": 1.0,
+    "zero_optimization": {"stage": 1, "reduce_bucket_size": 5e8},
+    "bf16": {"enabled": True}, "steps_per_print": 2000, "wall_clock_breakdown": False}).encode())
+w(T, "ds_fp16_curriculum", b"\x00\x00" + json.dumps({
+    "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+    "fp16": {"enabled": True, "loss_scale": 0, "loss_scale_window": 500, "hysteresis": 2, "min_loss_scale": 1,
+             "initial_scale_power": 12},
+    "curriculum_learning": {"enabled": True, "curriculum_type": "seqlen", "min_difficulty": 64, "max_difficulty": 128,
+                            "schedule_type": "fixed_linear",
+                            "schedule_config": {"total_curriculum_step": 100, "difficulty_step": 8}}}).encode())
+w(T, "argv_gpt_small", b"\x01\x03" + b"\n".join([
+    b"--num-layers", b"4", b"--hidden-size", b"256", b"--num-attention-heads", b"8", b"--seq-length", b"512",
+    b"--max-position-embeddings", b"512", b"--micro-batch-size", b"2", b"--global-batch-size", b"16",
+    b"--rampup-batch-size", b"4", b"4", b"1_000", b"--lr", b"6e-4", b"--train-samples", b"5_000_000",
+    b"--tensor-model-parallel-size", b"2", b"--pipeline-model-parallel-size", b"2", b"--bf16",
+    b"--position-embedding-type", b"alibi", b"--embed-layernorm", b"--lr-decay-style", b"cosine",
+    b"--lr-warmup-samples", b"1000", b"--clip-grad", b"1.0"]))
+w(T, "argv_ffn_kv", b"\x01\x00" + b"\n".join([
+    b"--num-layers", b"2", b"--hidden-size", b"64", b"--num-attention-heads", b"4", b"--seq-length", b"128",
+    b"--ffn-hidden-size", b"100", b"--kv-channels", b"32", b"--train-iters", b"10", b"--lr", b"1e-3",
+    b"--distributed-timeout-minutes", b"0.5", b"--fp16", b"--loss-scale", b"12"]))

@@ -112,13 +112,18 @@ std::vector<std::string> apply_deepspeed_config(const DeepSpeedConfig& ds, Train
         for (const auto& k : ds.unknown_keys) keys += (keys.empty() ? "" : ", ") + k;
         warnings.push_back(ds.source + ": keys mds-train does not read: " + keys);
     }
-    if (ds.gradient_accumulation_steps && args.parallel.world_size && o.global_batch_size) {
-        const std::int64_t dp =
-            *args.parallel.world_size / (args.parallel.tensor_model_parallel_size * args.parallel.pipeline_model_parallel_size);
-        const std::int64_t expect = o.micro_batch_size * *ds.gradient_accumulation_steps * dp;
-        if (!o.rampup_batch_size && expect != *o.global_batch_size)
+    // Sizes that overflow or are not positive are left to validate(), which names the flag.
+    std::int64_t mp = 0, expect = 0;
+    if (ds.gradient_accumulation_steps && args.parallel.world_size && o.global_batch_size &&
+        args.parallel.tensor_model_parallel_size > 0 && args.parallel.pipeline_model_parallel_size > 0 &&
+        !__builtin_mul_overflow(args.parallel.tensor_model_parallel_size, args.parallel.pipeline_model_parallel_size, &mp)) {
+        const std::int64_t dp = *args.parallel.world_size / mp;
+        const bool fits = !__builtin_mul_overflow(o.micro_batch_size, *ds.gradient_accumulation_steps, &expect) &&
+                          !__builtin_mul_overflow(expect, dp, &expect);
+        if (!o.rampup_batch_size && (!fits || expect != *o.global_batch_size))
             usage(ds.source + " gradient_accumulation_steps " + std::to_string(*ds.gradient_accumulation_steps) +
-                  " gives a global batch of " + std::to_string(expect) + " (micro batch × steps × data parallel " +
+                  " gives a global batch of " + (fits ? std::to_string(expect) : std::string("more than 2^63")) +
+                  " (micro batch × steps × data parallel " +
                   std::to_string(dp) + "), not --global-batch-size " + std::to_string(*o.global_batch_size));
     }
     return warnings;
@@ -212,14 +217,20 @@ void check_parallel_and_batch(TrainArgs& args) {
     auto& p = args.parallel;
     auto& o = args.optimizer;
     if (p.world_size) {
-        const std::int64_t mp = p.tensor_model_parallel_size * p.pipeline_model_parallel_size;
-        if (*p.world_size % mp != 0)
+        // A product past int64 is past any world size too: the same message.
+        std::int64_t mp = 0;
+        if (__builtin_mul_overflow(p.tensor_model_parallel_size, p.pipeline_model_parallel_size, &mp) ||
+            *p.world_size % mp != 0)
             usage("world size " + std::to_string(*p.world_size) + " is not divisible by --tensor-model-parallel-size " +
                   std::to_string(p.tensor_model_parallel_size) + " × --pipeline-model-parallel-size " +
                   std::to_string(p.pipeline_model_parallel_size));
         p.data_parallel_size = *p.world_size / mp;
     }
-    if (!o.global_batch_size) o.global_batch_size = o.micro_batch_size * p.data_parallel_size;
+    std::int64_t per_step = 0;  // samples of one micro batch on every data-parallel rank
+    if (__builtin_mul_overflow(o.micro_batch_size, p.data_parallel_size, &per_step))
+        usage("--micro-batch-size " + std::to_string(o.micro_batch_size) + " × data-parallel size " +
+              std::to_string(p.data_parallel_size) + " is past 2^63");
+    if (!o.global_batch_size) o.global_batch_size = per_step;
     // Megatron's calculator asserts, with working alternatives; the batch sizes a ramp-up will have in
     // force are checked by the trainer once it knows the consumed samples it resumes from.
     (void)make_num_micro_batches_calculator(args);

@@ -333,6 +333,11 @@ TEST_CASE("validation: Megatron's rules between flags") {
     fails_with({}, "one of --train-iters and --train-samples is required");
     fails_with({"--train-iters", "10", "--distributed-timeout-minutes", "0"}, "--distributed-timeout-minutes must be positive");
     fails_with({"--train-iters", "10", "--distributed-timeout-minutes", "1e300"}, "--distributed-timeout-minutes must be positive (and at most 1e9)");
+    // Found by fuzz_train_flags: the product was signed overflow.
+    fails_with({"--train-iters", "10", "--micro-batch-size", "9000000000000000000"},
+               "--micro-batch-size 9000000000000000000 × data-parallel size 16 is past 2^63", 16);
+    fails_with({"--train-iters", "10", "--tensor-model-parallel-size", "4611686018427387904", "--pipeline-model-parallel-size", "4"},
+               "world size 16 is not divisible by --tensor-model-parallel-size 4611686018427387904", 16);
     fails_with({"--train-iters", "10", "--train-samples", "10"}, "exclude each other");
     fails_with({"--train-iters", "10", "--fp16", "--bf16"}, "--fp16 and --bf16 exclude each other");
     fails_with({"--train-iters", "10", "--hidden-size", "66"}, "--hidden-size 66 is not divisible by --num-attention-heads 4");
@@ -366,4 +371,26 @@ TEST_CASE("validation: Megatron's rules between flags") {
 TEST_CASE("DeepSpeed config: a number beyond double is an mds::Error naming the file") {
     CHECK_THROWS_WITH_AS(mds::flags::parse_deepspeed_config(std::string(R"({"gradient_clipping": 1e400})"), "ds.json"),
                          doctest::Contains("ds.json: not valid JSON"), mds::Error);
+}
+
+TEST_CASE("DeepSpeed config: gradient_accumulation_steps against the global batch, overflow included") {
+    const std::vector<std::string> base{"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
+                                        "--seq-length", "128", "--max-position-embeddings", "128", "--lr", "1e-3",
+                                        "--train-iters", "10", "--deepspeed", "--deepspeed_config", "ds.json"};
+    auto apply = [&](const std::string& json) {
+        TrainArgs args;
+        parse(args, base);
+        args.parallel.world_size = 4;
+        apply_deepspeed_config(parse_deepspeed_config(json, "ds.json"), args);
+        return args;
+    };
+    CHECK(*apply(R"({"train_micro_batch_size_per_gpu": 2, "train_batch_size": 32, "gradient_accumulation_steps": 4})")
+               .optimizer.global_batch_size == 32);
+    CHECK_THROWS_WITH_AS(apply(R"({"train_micro_batch_size_per_gpu": 2, "train_batch_size": 32, "gradient_accumulation_steps": 3})"),
+                         doctest::Contains("gradient_accumulation_steps 3 gives a global batch of 24 (micro batch × steps × data parallel 4)"),
+                         mds::UsageError);
+    // 9e18 × 9e18 (found by fuzz_train_flags: the product was signed overflow).
+    CHECK_THROWS_WITH_AS(apply(R"({"train_micro_batch_size_per_gpu": 9000000000000000000, "train_batch_size": 9000000000000000000,
+                                  "gradient_accumulation_steps": 9000000000000000000})"),
+                         doctest::Contains("gives a global batch of more than 2^63"), mds::UsageError);
 }
